@@ -1,0 +1,72 @@
+# shellcheck shell=bash
+# Owns the Kubernetes binaries: fetches Debian's full kubernetes 1.20.2 source package,
+# swaps the two vendored libraries that break on Go >= 1.18, builds the control plane,
+# node binaries and kubectl with the tree's own Makefile, and caches them by version.
+
+K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+
+binaries_cached() {
+  [ -f "$BIN_DIR/.complete" ]
+}
+
+ensure_deb_src() {
+  local f=/etc/apt/sources.list.d/otus-debian-src.sources
+  if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list; then
+    say "adding a deb-src entry for Debian main ($f)"
+    cat > "$f" <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    apt-get update -qq
+  fi
+}
+
+build_binaries() {
+  if binaries_cached; then say "cached: Kubernetes $K8S_VERSION binaries in $BIN_DIR"; return 0; fi
+  ensure_deb_src
+  mkdir -p "$SRC_DIR"
+  local orig
+  orig=$(ls "$SRC_DIR"/kubernetes_*really${K8S_VERSION}.orig.tar.gz 2>/dev/null | head -1 || true)
+  if [ -z "$orig" ]; then
+    say "downloading Debian's kubernetes source package (34 MB)"
+    (cd "$SRC_DIR" && apt-get source --download-only kubernetes >/dev/null 2>&1) || die "apt-get source kubernetes failed"
+    orig=$(ls "$SRC_DIR"/kubernetes_*really${K8S_VERSION}.orig.tar.gz 2>/dev/null | head -1 || true)
+    [ -n "$orig" ] || die "Debian's kubernetes source is not version $K8S_VERSION (the only full tree)"
+  fi
+  local tree="$SRC_DIR/tree/kubernetes-$K8S_VERSION"
+  if [ ! -f "$tree/.patched" ]; then
+    say "unpacking $orig"
+    rm -rf "$SRC_DIR/tree" && mkdir -p "$SRC_DIR/tree"
+    tar -xzf "$orig" -C "$SRC_DIR/tree"
+    local p
+    for p in github.com/modern-go/reflect2 github.com/json-iterator/go; do
+      [ -d "/usr/share/gocode/src/$p" ] || die "missing /usr/share/gocode/src/$p"
+      rm -rf "${tree:?}/vendor/$p"
+      cp -r "/usr/share/gocode/src/$p" "$tree/vendor/$p"
+      find "$tree/vendor/$p" -name '*_test.go' -delete
+    done
+    touch "$tree/.patched"
+  fi
+  say "building Kubernetes $K8S_VERSION (${K8S_BINARIES[*]}); first time only, about 8-10 minutes on 2 cores"
+  local what="" b
+  for b in "${K8S_BINARIES[@]}"; do what="$what cmd/$b"; done
+  (
+    cd "$tree"
+    make WHAT="${what# }" > "$SRC_DIR/build.log" 2>&1 &
+    local pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 30
+      say "  still building ($(tail -1 "$SRC_DIR/build.log" | tr -s ' '))"
+    done
+    wait "$pid"
+  ) || { tail -30 "$SRC_DIR/build.log" >&2; die "Kubernetes build failed (log: $SRC_DIR/build.log)"; }
+  local tmp="$BIN_DIR.tmp"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  for b in "${K8S_BINARIES[@]}"; do cp "$tree/_output/bin/$b" "$tmp/$b"; done
+  touch "$tmp/.complete"
+  rm -rf "$BIN_DIR" && mv "$tmp" "$BIN_DIR"
+  say "cached Kubernetes binaries in $BIN_DIR"
+}

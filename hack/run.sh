@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The run command (`make run`): brings up the local cluster unless $KUBECONFIG points
+# at one, installs the CRD, applies the sample MySQL object, and runs the operator in
+# the foreground (Ctrl-C stops it). Once the object is Successful it prints how to
+# reach MySQL.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=$(./hack/venv.sh)
+export PATH="$venv/bin:$PATH"
+export PYTHONPATH="$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
+
+if [ -n "${KUBECONFIG:-}" ]; then
+  kubectl=kubectl
+  sample=${SAMPLE:-deploy/cr.yml}
+else
+  ./cluster/cluster.sh up
+  export KUBECONFIG; KUBECONFIG=$(./cluster/cluster.sh kubeconfig)
+  kubectl=$(./cluster/cluster.sh kubectl-path)
+  # the local cluster cannot pull images: its sample uses the locally built MariaDB image
+  sample=${SAMPLE:-deploy/samples/mysql-local.yml}
+fi
+namespace=${NAMESPACE:-default}
+
+echo ">> installing the CRD"
+"$kubectl" apply -f deploy/crd.yml
+"$kubectl" wait --for=condition=Established crd/mysqls.otus.homework --timeout=60s
+echo ">> applying $sample in namespace $namespace"
+"$kubectl" -n "$namespace" apply -f "$sample"
+name=$("$kubectl" -n "$namespace" get -f "$sample" -o jsonpath='{.metadata.name}')
+
+(
+  for _ in $(seq 1 600); do
+    ok=$("$kubectl" -n "$namespace" get mysql "$name" \
+      -o jsonpath='{.status.conditions[?(@.type=="Successful")].status}' 2>/dev/null || true)
+    if [ "$ok" = "True" ]; then
+      secret=$("$kubectl" -n "$namespace" get mysql "$name" -o jsonpath='{.spec.passwordSecretRef.name}')
+      secret=${secret:-$name-credentials}
+      cat <<MSG
+
+>> MySQL '$name' is ready.
+   In the cluster:  mysql -h $name.$namespace.svc.cluster.local -uroot -p  (port 3306)
+   From here:       $kubectl -n $namespace port-forward svc/$name 3306:3306
+   Root password:   $kubectl -n $namespace get secret $secret -o jsonpath='{.data.password}' | base64 -d
+   Status:          $kubectl -n $namespace get mysql $name
+MSG
+      exit 0
+    fi
+    sleep 1
+  done
+) &
+
+echo ">> starting the operator (Ctrl-C to stop)"
+exec python -m ansible_kopf

@@ -1,0 +1,51 @@
+"""Shared pytest fixtures: the Kubernetes cluster every integration test talks to.
+
+`cluster` uses the cluster in `$KUBECONFIG` when the user points at one (kind,
+minikube, a real cluster); otherwise it brings up the local single-node cluster
+(`cluster/cluster.sh up`, a no-op when it already runs) and uses its kubeconfig.
+`namespace` gives each test a fresh namespace and deletes it afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import kube
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest) -> kube.Cluster:
+    if os.environ.get("KUBECONFIG"):
+        found = kube.Cluster(kubeconfig=os.environ["KUBECONFIG"], kubectl_bin="kubectl", local=False)
+    else:
+        script = REPO / "cluster" / "cluster.sh"
+        capture = request.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            print("\n>> bringing up the local cluster (first run builds Kubernetes: see README)", flush=True)
+            subprocess.run([str(script), "up"], check=True)
+        kubeconfig = subprocess.run([str(script), "kubeconfig"], check=True, capture_output=True, text=True).stdout.strip()
+        kubectl = subprocess.run([str(script), "kubectl-path"], check=True, capture_output=True, text=True).stdout.strip()
+        found = kube.Cluster(kubeconfig=kubeconfig, kubectl_bin=kubectl, local=True)
+    os.environ["KUBECONFIG"] = found.kubeconfig
+    found.wait_ready()
+    return found
+
+
+@pytest.fixture
+def namespace(cluster: kube.Cluster) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    cluster.wait_for(lambda: cluster.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0,
+                     timeout=60, what="default ServiceAccount")
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
