@@ -29,11 +29,11 @@ build_binaries() {
   ensure_deb_src
   mkdir -p "$SRC_DIR"
   local orig
-  orig=$(ls "$SRC_DIR"/kubernetes_*really${K8S_VERSION}.orig.tar.gz 2>/dev/null | head -1 || true)
+  orig=$(find "$SRC_DIR" -maxdepth 1 -name "kubernetes_*really${K8S_VERSION}.orig.tar.gz" | head -1)
   if [ -z "$orig" ]; then
     say "downloading Debian's kubernetes source package (34 MB)"
     (cd "$SRC_DIR" && apt-get source --download-only kubernetes >/dev/null 2>&1) || die "apt-get source kubernetes failed"
-    orig=$(ls "$SRC_DIR"/kubernetes_*really${K8S_VERSION}.orig.tar.gz 2>/dev/null | head -1 || true)
+    orig=$(find "$SRC_DIR" -maxdepth 1 -name "kubernetes_*really${K8S_VERSION}.orig.tar.gz" | head -1)
     [ -n "$orig" ] || die "Debian's kubernetes source is not version $K8S_VERSION (the only full tree)"
   fi
   local tree="$SRC_DIR/tree/kubernetes-$K8S_VERSION"

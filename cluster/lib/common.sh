@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # settings used by the files that source this one
 # Owns the local cluster's shared settings: paths (cache, state), versions, network
 # addresses, logging and the small process helpers every other lib file uses.
 
@@ -34,7 +35,7 @@ kubectl_local() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 start_daemon() {
   local name=$1; shift
   mkdir -p "$LOG_DIR" "$RUN_DIR"
-  setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 < /dev/null &
+  (umask 022; exec setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 < /dev/null) &
   echo $! > "$RUN_DIR/$name.pid"
 }
 

@@ -42,7 +42,7 @@ CNF
 write_kubeconfig() {
   local token=$1 ca
   ca=$(base64 -w0 < "$PKI_DIR/ca.crt")
-  umask 077
+  install -m 600 /dev/null "$KUBECONFIG_FILE"
   cat > "$KUBECONFIG_FILE" <<KC
 apiVersion: v1
 kind: Config

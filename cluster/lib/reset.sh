@@ -25,9 +25,8 @@ stop_all_daemons() {
 remove_mounts() {
   local m
   # deepest first
-  for m in $(awk -v s="$CLUSTER_STATE" 'index($2, s) == 1 {print $2}' /proc/mounts | sort -r); do
-    umount -l "$m" 2>/dev/null || true
-  done
+  awk -v s="$CLUSTER_STATE" 'index($2, s) == 1 {print $2}' /proc/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
 }
 
 remove_netns() {
