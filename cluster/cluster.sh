@@ -37,7 +37,7 @@ cmd_build() {
 
 cmd_up() {
   exec 9>/var/lock/otus-cluster.lock
-  flock 9
+  flock -w 900 9 || die "another cluster.sh holds /var/lock/otus-cluster.lock"
   if cluster_running; then
     say "cluster already running (kubeconfig: $KUBECONFIG_FILE)"
     return 0
@@ -71,7 +71,7 @@ cmd_up() {
 
 cmd_down() {
   exec 9>/var/lock/otus-cluster.lock
-  flock 9
+  flock -w 900 9 || die "another cluster.sh holds /var/lock/otus-cluster.lock"
   rm -f "$CLUSTER_STATE/ready"
   stop_all_daemons
   remove_mounts

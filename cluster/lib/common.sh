@@ -35,7 +35,8 @@ kubectl_local() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 start_daemon() {
   local name=$1; shift
   mkdir -p "$LOG_DIR" "$RUN_DIR"
-  (umask 022; exec setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 < /dev/null) &
+  # umask 022 and no inherited lock fd (9): daemons must not hold cluster.sh's lock.
+  (umask 022; exec setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 < /dev/null 9>&-) &
   echo $! > "$RUN_DIR/$name.pid"
 }
 
