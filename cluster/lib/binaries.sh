@@ -24,6 +24,19 @@ SRC
   fi
 }
 
+# The vendored OpenAPI validators treat a value as "null" when
+# reflect.DeepEqual(reflect.Zero(T), reflect.ValueOf(v)) holds. Since Go 1.18 that is
+# true for every zero value, so built with Debian's Go 1.19 the API server rejects an
+# empty string in a custom resource ("spec.s in body must be of type string: null").
+# Later kube-openapi checks `data == nil` only; do the same.
+patch_openapi_validation() {
+  local tree=$1 f
+  for f in vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go vendor/github.com/go-openapi/validate/type.go; do
+    sed -i 's/if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {/if data == nil {/' "$tree/$f"
+    grep -q 'if data == nil {' "$tree/$f" || die "could not patch $f"
+  done
+}
+
 build_binaries() {
   if binaries_cached; then say "cached: Kubernetes $K8S_VERSION binaries in $BIN_DIR"; return 0; fi
   ensure_deb_src
@@ -37,7 +50,7 @@ build_binaries() {
     [ -n "$orig" ] || die "Debian's kubernetes source is not version $K8S_VERSION (the only full tree)"
   fi
   local tree="$SRC_DIR/tree/kubernetes-$K8S_VERSION"
-  if [ ! -f "$tree/.patched" ]; then
+  if [ ! -f "$tree/.patched-r$BUILD_REV" ]; then
     say "unpacking $orig"
     rm -rf "$SRC_DIR/tree" && mkdir -p "$SRC_DIR/tree"
     tar -xzf "$orig" -C "$SRC_DIR/tree"
@@ -48,7 +61,8 @@ build_binaries() {
       cp -r "/usr/share/gocode/src/$p" "$tree/vendor/$p"
       find "$tree/vendor/$p" -name '*_test.go' -delete
     done
-    touch "$tree/.patched"
+    patch_openapi_validation "$tree"
+    touch "$tree/.patched-r$BUILD_REV"
   fi
   say "building Kubernetes $K8S_VERSION (${K8S_BINARIES[*]}); first time only, about 8-10 minutes on 2 cores"
   local what="" b

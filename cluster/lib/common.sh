@@ -6,7 +6,9 @@
 K8S_VERSION=1.20.2
 CLUSTER_CACHE=${CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mysql-operator-cluster}
 CLUSTER_STATE=${CLUSTER_STATE:-/var/lib/otus-cluster}
-BIN_DIR="$CLUSTER_CACHE/bin/$K8S_VERSION"
+# Bump BUILD_REV whenever the source patches in binaries.sh change: it keys the cache.
+BUILD_REV=2
+BIN_DIR="$CLUSTER_CACHE/bin/$K8S_VERSION-r$BUILD_REV"
 SRC_DIR="$CLUSTER_CACHE/src"
 LOG_DIR="$CLUSTER_STATE/logs"
 RUN_DIR="$CLUSTER_STATE/run"
