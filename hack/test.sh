@@ -8,12 +8,17 @@ venv=$(./hack/venv.sh)
 export PATH="$venv/bin:$PATH"
 export PYTHONPATH="$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
 
-echo ">> lint: ruff, mypy, yamllint, ansible-lint, shell syntax"
+echo ">> lint: ruff, mypy, yamllint, ansible-lint, shellcheck"
 ruff check operator tests cluster/dns hack
 mypy
 yamllint -s .
 ansible-lint -q
-for f in cluster/cluster.sh cluster/lib/*.sh cluster/images/*.sh hack/*.sh; do bash -n "$f"; done
+if ! command -v shellcheck >/dev/null; then
+  echo ">> installing shellcheck (Debian package)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; } >/dev/null
+fi
+shellcheck -x -P cluster cluster/cluster.sh cluster/lib/*.sh cluster/images/*.sh hack/*.sh .ci/run
+echo ">> lint passed"
 [ "${1:-}" = "--lint-only" ] && exit 0
 
 echo ">> pytest"
