@@ -30,10 +30,10 @@ name=$("$kubectl" -n "$namespace" get -f "$sample" -o jsonpath='{.metadata.name}
 
 (
   for _ in $(seq 1 600); do
-    ok=$("$kubectl" -n "$namespace" get mysql "$name" \
+    ok=$("$kubectl" -n "$namespace" get mysqls.otus.homework "$name" \
       -o jsonpath='{.status.conditions[?(@.type=="Successful")].status}' 2>/dev/null || true)
     if [ "$ok" = "True" ]; then
-      secret=$("$kubectl" -n "$namespace" get mysql "$name" -o jsonpath='{.spec.passwordSecretRef.name}')
+      secret=$("$kubectl" -n "$namespace" get mysqls.otus.homework "$name" -o jsonpath='{.spec.passwordSecretRef.name}')
       secret=${secret:-$name-credentials}
       cat <<MSG
 
@@ -41,7 +41,7 @@ name=$("$kubectl" -n "$namespace" get -f "$sample" -o jsonpath='{.metadata.name}
    In the cluster:  mysql -h $name.$namespace.svc.cluster.local -uroot -p  (port 3306)
    From here:       $kubectl -n $namespace port-forward svc/$name 3306:3306
    Root password:   $kubectl -n $namespace get secret $secret -o jsonpath='{.data.password}' | base64 -d
-   Status:          $kubectl -n $namespace get mysql $name
+   Status:          $kubectl -n $namespace get mysqls.otus.homework $name
 MSG
       exit 0
     fi

@@ -21,6 +21,14 @@ from tests import kube
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Keep each phase's report on the test item, so fixtures can tell a failed test."""
+    report: pytest.TestReport = yield
+    setattr(item, "rep_" + report.when, report)
+    return report
+
+
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> kube.Cluster:
     if os.environ.get("KUBECONFIG"):

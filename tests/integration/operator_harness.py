@@ -1,0 +1,188 @@
+"""The operator under test, run as a real process (`python -m ansible_kopf`) against a real cluster,
+and the MySQL-side helpers the operator tests share: objects, conditions, SQL through Jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests import kube
+
+REPO = Path(__file__).resolve().parents[2]
+MYSQL_IMAGE = os.environ.get("TEST_MYSQL_IMAGE", "localhost/mariadb:10.11-bookworm")
+
+
+@dataclass
+class Operator:
+    """A running operator process and its log."""
+
+    log_path: Path
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = None
+    log_offset: int = field(default=0)
+
+    def start(self) -> None:
+        self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ansible_kopf"], cwd=REPO, env=self.env,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def log(self, since_start: bool = False) -> str:
+        text = self.log_path.read_bytes()
+        return text[self.log_offset:].decode(errors="replace") if since_start else text.decode(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def start_operator(cluster: kube.Cluster, namespace: str, workdir: Path,
+                   watches: Path | None = None) -> Operator:
+    env = dict(os.environ)
+    env.update({
+        "KUBECONFIG": cluster.kubeconfig,
+        "WATCH_NAMESPACE": namespace,
+        "WATCHES_FILE": str(watches or REPO / "watches.yaml"),
+        "ANSIBLE_KOPF_WORKDIR": str(workdir / "runner"),
+        "PYTHONPATH": str(REPO / "operator"),
+    })
+    operator = Operator(log_path=workdir / "operator.log", env=env)
+    operator.start()
+    return operator
+
+
+def install_crd(cluster: kube.Cluster) -> None:
+    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "crd.yml"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/mysqls.otus.homework", "--timeout=60s")
+
+
+def mysql_object(name: str, namespace: str, **spec: Any) -> str:
+    body = {
+        "apiVersion": "otus.homework/v1",
+        "kind": "MySQL",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"image": MYSQL_IMAGE, "database": "otus-database", "password": "otuspassword",
+                 "storage_size": "1Gi", **spec},
+    }
+    return json.dumps(body)
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in obj.get("status", {}).get("conditions", []):
+        if cond.get("type") == kind:
+            return dict(cond)
+    return None
+
+
+def wait_successful(cluster: kube.Cluster, namespace: str, name: str, operator: Operator,
+                    timeout: float = 420, generation: int | None = None) -> dict[str, Any]:
+    """Wait for Successful=True at the object's current (or the given) generation."""
+    found: dict[str, Any] = {}
+
+    def done() -> bool:
+        if not operator.alive():
+            raise AssertionError(f"the operator exited:\n{operator.log()[-6000:]}")
+        obj = cluster.get("-n", namespace, "mysqls.otus.homework", name)
+        want = generation or obj["metadata"]["generation"]
+        ok = condition(obj, "Successful")
+        if ok and ok.get("status") == "True" and obj.get("status", {}).get("observedGeneration") == want:
+            found.update(obj)
+            return True
+        return False
+
+    cluster.wait_for(done, timeout=timeout, what=f"MySQL {namespace}/{name} to be Successful", interval=2)
+    return found
+
+
+def sql_job(cluster: kube.Cluster, namespace: str, host: str, database: str, sql: str,
+            secret: str, key: str = "password", user: str = "root", expect_success: bool = True,
+            timeout: float = 240) -> str:
+    """Run `sql` in a Job pod that connects to `host` by DNS name; return its output."""
+    name = f"sql-{uuid.uuid4().hex[:8]}"
+    manifest = textwrap.dedent(f"""\
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {{name: {name}, namespace: {namespace}, labels: {{test-client: "true"}}}}
+        spec:
+          backoffLimit: 0
+          template:
+            spec:
+              restartPolicy: Never
+              containers:
+              - name: client
+                image: {MYSQL_IMAGE}
+                imagePullPolicy: IfNotPresent
+                env:
+                - name: MYSQL_PWD
+                  valueFrom: {{secretKeyRef: {{name: {secret}, key: {key}}}}}
+                command: [mysql, -h, {host}, -u{user}, --batch, --skip-column-names,
+                          --connect-timeout=10, {database}, -e, {json.dumps(sql)}]
+        """)
+    cluster.apply(manifest)
+    if expect_success:
+        cluster.wait_job(namespace, name, timeout=timeout)
+    else:
+        def failed() -> bool:
+            status = cluster.get("-n", namespace, "job", name).get("status", {})
+            if status.get("succeeded"):
+                raise AssertionError(f"job {name} succeeded but should have failed:\n"
+                                     f"{cluster.job_logs(namespace, name)}")
+            return bool(status.get("failed"))
+        cluster.wait_for(failed, timeout=timeout, what=f"job {name} to fail")
+    return cluster.job_logs(namespace, name)
+
+
+def diagnostics(cluster: kube.Cluster, namespace: str, operator: Operator | None) -> str:
+    parts = []
+    for args in (("get", "mysql,deploy,pods,jobs,pvc,svc,secrets", "-o", "wide"),
+                 ("get", "events", "--sort-by=.lastTimestamp")):
+        parts.append(cluster.kubectl("-n", namespace, *args, check=False).stdout)
+    parts.append(cluster.kubectl("get", "pv", check=False).stdout)
+    parts.append(json.dumps(cluster.get("-n", namespace, "mysqls.otus.homework").get("items", []), indent=1)[-4000:])
+    if operator is not None:
+        parts.append("--- operator log (tail) ---\n" + operator.log()[-8000:])
+    return "\n".join(parts)
+
+
+def audit_writes(namespace: str, since: float) -> list[dict[str, Any]]:
+    """Write requests the local API server logged for `namespace` since `since` (epoch seconds)."""
+    path = Path("/var/lib/otus-cluster/logs/audit.log")
+    writes = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        ref = entry.get("objectRef", {})
+        if ref.get("namespace") != namespace or ref.get("resource") == "events":
+            continue
+        stamp = entry.get("stageTimestamp") or entry.get("requestReceivedTimestamp")
+        if stamp and _epoch(stamp) >= since:
+            writes.append(entry)
+    return writes
+
+
+def _epoch(stamp: str) -> float:
+    from datetime import datetime
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def now() -> float:
+    return time.time()

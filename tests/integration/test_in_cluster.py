@@ -1,0 +1,476 @@
+"""The operator as users install it: in the cluster, from its image and deploy/.
+
+The image is built without Docker (images/operator/build.sh executes the Dockerfile) and
+imported into the local cluster's containerd; `kubectl apply -k deploy/` installs the
+operator, watching every namespace. Then a MySQL object lives its whole life through it:
+Successful, rows written through its Service, deleted (the backup Job), applied again (the
+restore Job), and the rows are back. A second replica must wait for the leader.
+
+Only on the local cluster: nothing else can receive the image. The in-cluster operator
+watches every namespace, so this module removes it at its end (`kubectl delete` of
+everything deploy/ installs but the CRD, which other tests use): it must never reconcile
+the objects of tests that run the operator out-of-cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import kube
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "images" / "operator" / "build.sh"
+MYSQL_IMAGE = os.environ.get("TEST_MYSQL_IMAGE", "localhost/mariadb:10.11-bookworm")
+OPERATOR_NAMESPACE = "mysql-operator"
+DEPLOYMENT = "mysql-operator"
+LOCK = "mysql-operator-lock"
+CRD_NAME = "mysqls.otus.homework"
+HOSTPATH_BASE = Path("/var/lib/mysql-operator")  # the mysql role's mysql_hostpath_base
+CONTAINERD = "/var/lib/otus-cluster/containerd/containerd.sock"  # the local cluster's
+BUILD_TIMEOUT = 1800  # a cold build (debootstrap + PyPI) takes minutes; a warm one seconds
+QUIET_WAIT = 600  # seconds to wait for other operators and their objects to go
+
+
+@dataclass(frozen=True)
+class InstalledOperator:
+    ref: str  # localhost/mysql-operator:dev-<key>
+    tarball: Path
+    digest: str  # of the image in containerd
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def rendered(cluster: kube.Cluster, path: str) -> list[dict[str, Any]]:
+    """The objects `kubectl kustomize <path>` renders (the cluster's own kubectl)."""
+    out = cluster.kubectl("kustomize", str(REPO / path)).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def as_yaml(objects: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False)
+
+
+def diagnose(cluster: kube.Cluster, namespace: str | None = None) -> str:
+    """Operator logs, pods and events, to append to an assertion message."""
+    parts = []
+
+    def run(title: str, *args: str) -> None:
+        done = cluster.kubectl(*args, check=False, timeout=60)
+        parts.append(f"--- {title}\n{done.stdout}{done.stderr}")
+
+    run("operator pods", "-n", OPERATOR_NAMESPACE, "get", "pods", "-o", "wide")
+    run("operator log (last 150 lines)", "-n", OPERATOR_NAMESPACE, "logs",
+        f"deployment/{DEPLOYMENT}", "-c", "operator", "--tail=150")
+    run("operator namespace events", "-n", OPERATOR_NAMESPACE, "get", "events",
+        "--sort-by=.lastTimestamp")
+    if namespace:
+        run(f"objects in {namespace}", "-n", namespace, "get",
+            "mysql,deployments,pods,jobs,pvc,secrets", "-o", "wide")
+        run(f"MySQL objects in {namespace}", "-n", namespace, "get", "mysql", "-o", "yaml")
+        run(f"events in {namespace}", "-n", namespace, "get", "events", "--sort-by=.lastTimestamp")
+    return "\n".join(parts)
+
+
+def explained(cluster: kube.Cluster, namespace: str | None, step: Callable[[], object]) -> None:
+    """Run a step; if it fails, fail with the operator's logs and the events attached."""
+    try:
+        step()
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n\n{diagnose(cluster, namespace)}") from None
+
+
+def foreign_processes() -> list[str]:
+    """Operators and role runs on this host outside any pod (`make run`, other tests)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or proc.name == str(os.getpid()):
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cgroup = (proc / "cgroup").read_text()
+        except OSError:
+            continue
+        if ("ansible_kopf" in cmdline or "ansible-playbook" in cmdline) and "kubepods" not in cgroup:
+            found.append(f"process {proc.name}: {cmdline.strip()[:200]}")
+    return found
+
+
+def foreign_mysqls(cluster: kube.Cluster) -> list[str]:
+    """MySQL objects outside this module's namespaces: another test's, for another operator."""
+    done = cluster.kubectl("get", "mysql", "--all-namespaces", "-o", "json", check=False)
+    if done.returncode != 0:  # no CRD yet: no objects
+        return []
+    return [f"MySQL {o['metadata']['namespace']}/{o['metadata']['name']}"
+            for o in json.loads(done.stdout)["items"]
+            if not o["metadata"]["namespace"].startswith("incluster-")]
+
+
+def wait_until_alone(cluster: kube.Cluster) -> None:
+    """The in-cluster operator watches every namespace: it must not start while another
+    operator, a role test or another test's MySQL objects are around (a shared cluster)."""
+    deadline = time.monotonic() + QUIET_WAIT
+    while True:
+        found = foreign_processes() + foreign_mysqls(cluster)
+        if not found:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"not alone on the cluster after {QUIET_WAIT}s: a cluster-wide operator "
+                        "would reconcile objects that others reconcile:\n" + "\n".join(found))
+        time.sleep(5)
+
+
+def load_dockerfile_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "operator_dockerfile", REPO / "images" / "operator" / "dockerfile.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return {}
+
+
+def remove_operator(cluster: kube.Cluster) -> None:
+    """Delete what `kubectl apply -k deploy/` created, except the CRD, and wait for it."""
+    objects = [o for o in rendered(cluster, "deploy")
+               if o["kind"] != "CustomResourceDefinition"]
+    cluster.kubectl("delete", "--ignore-not-found", "--wait=true", "--timeout=180s", "-f", "-",
+                    stdin=as_yaml(objects), check=False, timeout=240)
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: kube.Cluster) -> Iterator[InstalledOperator]:
+    """Build and import the image, `kubectl apply -k deploy/`, wait until the pod is Ready."""
+    if not cluster.local:
+        pytest.skip("needs the local cluster: the image is imported into its containerd")
+    started = time.monotonic()
+    build = subprocess.run([str(BUILD_SCRIPT), "import"], capture_output=True, text=True,
+                           timeout=BUILD_TIMEOUT, check=False)
+    assert build.returncode == 0, f"build.sh import failed:\n{build.stderr[-6000:]}"
+    ref = build.stdout.strip().splitlines()[-1]
+    tarball = Path(subprocess.run([str(BUILD_SCRIPT), "path"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    print(f"\n>> {ref} built and imported in {time.monotonic() - started:.0f}s")
+    ctr = shutil.which("ctr")
+    assert ctr is not None, "ctr (containerd's client) is not installed"
+    digest = subprocess.run(
+        [ctr, "--address", CONTAINERD, "-n", "k8s.io", "images", "ls", f"name=={ref}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()[1].split()[2]
+
+    remove_operator(cluster)  # a previous run that was killed may have left it
+    wait_until_alone(cluster)
+    try:
+        cluster.kubectl("apply", "-k", str(REPO / "deploy"))
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+        explained(cluster, None, lambda: cluster.kubectl(
+            "-n", OPERATOR_NAMESPACE, "rollout", "status", f"deployment/{DEPLOYMENT}",
+            "--timeout=300s", timeout=320))
+        yield InstalledOperator(ref=ref, tarball=tarball, digest=digest)
+    finally:
+        remove_operator(cluster)
+
+
+@pytest.fixture
+def incluster_namespace(cluster: kube.Cluster) -> Iterator[str]:
+    """A namespace of this module's own (incluster-*), and what its MySQL objects leave.
+
+    MySQL objects are deleted first, while the operator still runs their finalizer; the
+    backup volume outlives them (a PV and files on the node), so those go last.
+    """
+    name = f"incluster-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    cluster.wait_for(lambda: cluster.kubectl("-n", name, "get", "serviceaccount", "default",
+                                             check=False).returncode == 0,
+                     timeout=60, what="the default ServiceAccount")
+    try:
+        yield name
+    finally:
+        # no backup needed now: allow deleting without one if the server is already down
+        cluster.kubectl("-n", name, "annotate", "mysql", "--all", "--overwrite",
+                        "otus.homework/skip-backup-if-unavailable=true", check=False)
+        done = cluster.kubectl("-n", name, "delete", "mysql", "--all", "--wait=true",
+                               "--timeout=300s", check=False, timeout=330)
+        if done.returncode != 0:  # the operator is stuck or gone: drop the finalizers
+            for item in cluster.get("-n", name, "mysql").get("items", []):
+                cluster.kubectl("-n", name, "patch", "mysql", item["metadata"]["name"],
+                                "--type=merge", "-p", '{"metadata":{"finalizers":[]}}',
+                                check=False)
+        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=180s",
+                        check=False, timeout=200)
+        cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-namespace={name}",
+                        "--wait=false", check=False)
+        if cluster.local:
+            for kind in ("data", "backups"):
+                shutil.rmtree(HOSTPATH_BASE / kind / name, ignore_errors=True)
+
+
+# --- the image ------------------------------------------------------------------------------
+
+
+def test_image_is_what_the_dockerfile_says(operator: InstalledOperator) -> None:
+    """The Docker-less build's config comes from the Dockerfile, and only the listed files."""
+    dockerfile = load_dockerfile_module()
+    expected = dockerfile.config(dockerfile.instructions(REPO / "Dockerfile"))
+    with tarfile.open(operator.tarball) as archive:
+        manifest = json.load(archive.extractfile("manifest.json"))  # type: ignore[arg-type]
+        config = json.load(archive.extractfile(manifest[0]["Config"]))["config"]  # type: ignore[arg-type]
+        layer = archive.extractfile(manifest[0]["Layers"][0])
+        assert layer is not None
+        with tarfile.open(fileobj=layer, mode="r|") as rootfs:
+            names = {m.name for m in rootfs}
+    assert sorted(manifest[0]["RepoTags"]) == sorted([operator.ref, "localhost/mysql-operator:dev"])
+    assert config["Env"] == [f"{k}={v}" for k, v in expected.env.items()]
+    assert config["User"] == expected.user == "1001:1001"
+    assert config["WorkingDir"] == expected.workdir
+    assert config["Entrypoint"] == expected.entrypoint == ["python", "-m", "ansible_kopf"]
+    assert sorted(config["ExposedPorts"]) == expected.expose == ["8080/tcp"]
+
+    app = {n.split("/")[2] for n in names if n.startswith("opt/mysql-operator/")}
+    assert app == {"watches.yaml", "roles", "playbooks", "operator"}
+    assert {n.split("/")[3] for n in names if n.startswith("opt/mysql-operator/operator/")} \
+        == {"ansible_kopf"}
+    collections = {"/".join(n.split("/")[4:6]) for n in names
+                   if n.startswith("opt/ansible/collections/ansible_collections/")
+                   and n.count("/") >= 5}
+    assert collections == {"kubernetes/core"}
+    site = "opt/venv/lib/python3.11/site-packages/"
+    assert not any(n.startswith((f"{site}ansible_collections", f"{site}pip/")) for n in names)
+    assert f"{site}kopf/__init__.py" in names
+    assert "etc/passwd" in names
+
+
+# --- the operator in the cluster ------------------------------------------------------------
+
+
+def mysql_object(namespace: str, name: str, password: str) -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: otus.homework/v1
+        kind: MySQL
+        metadata: {{name: {name}, namespace: {namespace}}}
+        spec:
+          image: {MYSQL_IMAGE}
+          database: shop
+          password: {password}
+          storage_size: 1Gi
+        """)
+
+
+def client_job(namespace: str, job: str, instance: str, sql: str) -> str:
+    """A Job that runs SQL through the instance's Service, as an application would."""
+    host = f"{instance}.{namespace}.svc.cluster.local"
+    script = (f"for i in $(seq 60); do mysqladmin -h {host} -uroot ping >/dev/null 2>&1 && break; "
+              f"sleep 2; done; exec mysql -h {host} -uroot --batch --skip-column-names shop "
+              f"-e \"$SQL\"")
+    return textwrap.dedent(f"""\
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {{name: {job}, namespace: {namespace}}}
+        spec:
+          backoffLimit: 0
+          template:
+            spec:
+              restartPolicy: Never
+              containers:
+              - name: client
+                image: {MYSQL_IMAGE}
+                imagePullPolicy: IfNotPresent
+                command: [sh, -c, {json.dumps(script)}]
+                env:
+                - name: SQL
+                  value: {json.dumps(sql)}
+                - name: MYSQL_PWD
+                  valueFrom: {{secretKeyRef: {{name: {instance}-credentials, key: password}}}}
+        """)
+
+
+def run_sql(cluster: kube.Cluster, namespace: str, instance: str, job: str, sql: str) -> list[str]:
+    cluster.apply(client_job(namespace, job, instance, sql))
+    cluster.wait_job(namespace, job, timeout=240)
+    return cluster.job_logs(namespace, job).split()
+
+
+def wait_successful(cluster: kube.Cluster, namespace: str, name: str,
+                    timeout: float) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+
+    def successful() -> bool:
+        done = cluster.kubectl("-n", namespace, "get", "mysql", name, "-o", "json", check=False)
+        if done.returncode != 0:
+            return False
+        found.update(json.loads(done.stdout))
+        return condition(found, "Successful").get("status") == "True"
+
+    cluster.wait_for(successful, timeout=timeout, what=f"MySQL {namespace}/{name} Successful=True",
+                     interval=3)
+    return found
+
+
+def job_succeeded(cluster: kube.Cluster, namespace: str, job: str) -> dict[str, Any]:
+    found: dict[str, Any] = cluster.get("-n", namespace, "job", job)
+    assert found.get("status", {}).get("succeeded", 0) >= 1, f"Job {job}: {found.get('status')}"
+    return found
+
+
+def gone(cluster: kube.Cluster, namespace: str, *objects: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        done = cluster.kubectl("-n", namespace, "get", *objects, "--ignore-not-found", "-o", "name",
+                               check=False)
+        return done.returncode == 0 and not done.stdout.strip()
+    return probe
+
+
+def test_operator_pod_runs_the_built_image_restricted(cluster: kube.Cluster,
+                                                      operator: InstalledOperator) -> None:
+    pods = cluster.get("-n", OPERATOR_NAMESPACE, "pods", "-l",
+                       "app.kubernetes.io/name=mysql-operator")["items"]
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    assert len(running) == 1, [p["metadata"]["name"] for p in pods]
+    pod = running[0]
+    status = pod["status"]["containerStatuses"][0]
+    assert status["ready"], status
+    assert status["imageID"].endswith(operator.digest), (status["imageID"], operator.digest)
+    # the restricted security context is in force: uid 1001, read-only root, /tmp writable
+    probe = cluster.kubectl("-n", OPERATOR_NAMESPACE, "exec", pod["metadata"]["name"], "-c",
+                            "operator", "--", "sh", "-c",
+                            "id -u; touch /opt/x 2>/dev/null && echo rw || echo ro; "
+                            "touch /tmp/x && rm /tmp/x && echo tmp-rw; "
+                            "grep NoNewPrivs /proc/self/status")
+    lines = probe.stdout.split("\n")
+    assert lines[:3] == ["1001", "ro", "tmp-rw"], probe.stdout
+    assert lines[3].split() == ["NoNewPrivs:", "1"], probe.stdout
+    lock = cluster.get("-n", OPERATOR_NAMESPACE, "configmap", LOCK)
+    assert lock["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+
+
+def test_mysql_lifecycle_through_the_in_cluster_operator(
+        cluster: kube.Cluster, operator: InstalledOperator, incluster_namespace: str) -> None:
+    ns, name = incluster_namespace, "shop"
+    password = f"pw-{uuid.uuid4().hex[:12]}"
+    marker = uuid.uuid4().hex
+
+    def create_and_wait() -> dict[str, Any]:
+        cluster.apply(mysql_object(ns, name, password))
+        obj = wait_successful(cluster, ns, name, timeout=480)
+        cluster.kubectl("-n", ns, "rollout", "status", f"deployment/{name}", "--timeout=300s",
+                        timeout=320)
+        return obj
+
+    # 1. created: Successful, a server behind the Service, rows written through it
+    first: dict[str, Any] = {}
+    explained(cluster, ns, lambda: first.update(create_and_wait()))
+    assert "restore" not in first["status"], first["status"]
+    write = ("CREATE TABLE items (id INT PRIMARY KEY, v VARCHAR(64)); "
+             f"INSERT INTO items VALUES (1, '{marker}'), (2, 'second'); "
+             "SELECT v FROM items ORDER BY id;")
+    rows: list[str] = []
+    explained(cluster, ns, lambda: rows.extend(run_sql(cluster, ns, name, "write", write)))
+    assert rows == [marker, "second"]
+
+    # 2. deleted: the finalizer backs the database up with the Job <name>-backup
+    explained(cluster, ns, lambda: cluster.kubectl(
+        "-n", ns, "delete", "mysql", name, "--wait=true", "--timeout=600s", timeout=620))
+    backup: dict[str, Any] = {}
+    explained(cluster, ns, lambda: backup.update(job_succeeded(cluster, ns, f"{name}-backup")))
+    backup_file = backup["metadata"]["annotations"]["otus.homework/backup-file"]
+    claim = cluster.get("-n", ns, "pvc", f"{name}-backup")
+    assert claim["metadata"]["annotations"]["otus.homework/latest-backup"] == backup_file
+    # the owned children go by garbage collection; the next object starts from a clean slate
+    explained(cluster, ns, lambda: cluster.wait_for(
+        gone(cluster, ns, f"deployment/{name}", f"pvc/{name}-data", f"secret/{name}-credentials"),
+        timeout=180, what="the deleted object's children to be garbage-collected"))
+
+    # 3. applied again: the restore Job loads the backup, and the rows are back
+    second: dict[str, Any] = {}
+    explained(cluster, ns, lambda: second.update(create_and_wait()))
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert second["status"]["restore"]["source"] == backup_file, second["status"]
+    explained(cluster, ns, lambda: job_succeeded(cluster, ns, f"{name}-restore"))
+    rows.clear()
+    explained(cluster, ns, lambda: rows.extend(run_sql(
+        cluster, ns, name, "read", "SELECT v FROM items ORDER BY id;")))
+    assert rows == [marker, "second"]
+
+    # the operator did it all without a restart (e.g. no OOM kill at its memory limit)
+    pod = cluster.get("-n", OPERATOR_NAMESPACE, "pods", "-l",
+                      "app.kubernetes.io/name=mysql-operator")["items"][0]
+    status = pod["status"]["containerStatuses"][0]
+    assert status["restartCount"] == 0, (status, diagnose(cluster, ns))
+    secret = cluster.get("-n", ns, "secret", f"{name}-credentials")
+    assert base64.b64decode(secret["data"]["password"]).decode() == password
+
+
+def test_a_second_replica_waits_for_the_leader(cluster: kube.Cluster,
+                                               operator: InstalledOperator) -> None:
+    """Leader for life: an extra replica stays in Init until the leader pod is gone."""
+    selector = "app.kubernetes.io/name=mysql-operator"
+
+    def pods() -> list[dict[str, Any]]:
+        items = cluster.get("-n", OPERATOR_NAMESPACE, "pods", "-l", selector)["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def ready(pod: dict[str, Any]) -> bool:
+        return any(c["type"] == "Ready" and c["status"] == "True"
+                   for c in pod["status"].get("conditions", []))
+
+    def lock_owner() -> str:
+        return str(cluster.get("-n", OPERATOR_NAMESPACE, "configmap", LOCK)
+                   ["metadata"]["ownerReferences"][0]["uid"])
+
+    def check() -> None:
+        leader = next(p for p in pods() if ready(p))
+        cluster.kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{DEPLOYMENT}",
+                        "--replicas=2")
+        cluster.wait_for(lambda: len(pods()) == 2, timeout=60, what="a second operator pod")
+        time.sleep(15)  # long enough for a second pod to start if nothing held it
+        standby = next(p for p in pods() if p["metadata"]["uid"] != leader["metadata"]["uid"])
+        init = standby["status"]["initContainerStatuses"][0]
+        assert "running" in init["state"], init
+        assert not ready(standby)
+        assert lock_owner() == leader["metadata"]["uid"]
+        waiting = cluster.kubectl("-n", OPERATOR_NAMESPACE, "logs", standby["metadata"]["name"],
+                                  "-c", "leader-election").stdout
+        assert f"waiting: the leader is {leader['metadata']['name']}" in waiting, waiting
+
+        cluster.kubectl("-n", OPERATOR_NAMESPACE, "delete", "pod", leader["metadata"]["name"],
+                        "--wait=true", timeout=120)
+        standby_name = standby["metadata"]["name"]
+        cluster.wait_for(lambda: any(ready(p) for p in pods()
+                                     if p["metadata"]["name"] == standby_name),
+                         timeout=180, what=f"the standby {standby_name} to take over")
+        assert lock_owner() == standby["metadata"]["uid"]
+        assert sum(ready(p) for p in pods()) == 1
+
+    try:
+        explained(cluster, None, check)
+    finally:
+        cluster.kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{DEPLOYMENT}",
+                        "--replicas=1", check=False)
+        cluster.wait_for(lambda: len(pods()) == 1, timeout=120, what="one operator pod again")

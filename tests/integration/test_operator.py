@@ -1,0 +1,193 @@
+"""End-to-end tests of the operator (kopf shim + watches.yaml + mysql roles) on a real cluster.
+
+The operator runs as a real process against the real API server, watching one namespace
+made for this module. MySQL is a real server (the local cluster's MariaDB image, or
+`$TEST_MYSQL_IMAGE`); rows are written and read by Job pods that reach it by its
+service's DNS name.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import kube
+from tests.integration import operator_harness as oh
+
+
+@pytest.fixture(scope="module")
+def op_namespace(cluster: kube.Cluster) -> Iterator[str]:
+    name = f"op-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    cluster.wait_for(lambda: cluster.kubectl("-n", name, "get", "sa", "default", check=False).returncode == 0,
+                     timeout=60, what="default ServiceAccount")
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: kube.Cluster, op_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[oh.Operator]:
+    oh.install_crd(cluster)
+    running = oh.start_operator(cluster, op_namespace, tmp_path_factory.mktemp("operator"))
+    try:
+        yield running
+    finally:
+        # Objects go while the operator still runs, so their finalizer (the backup) completes.
+        cluster.kubectl("-n", op_namespace, "delete", "mysqls.otus.homework", "--all", "--timeout=300s", check=False, timeout=330)
+        running.stop()
+
+
+@pytest.fixture
+def explain(request: pytest.FixtureRequest, cluster: kube.Cluster, op_namespace: str,
+            operator: oh.Operator) -> Iterator[None]:
+    """On failure, print the namespace's objects, events and the operator log."""
+    yield
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(oh.diagnostics(cluster, op_namespace, operator))
+
+
+def _secret_value(cluster: kube.Cluster, namespace: str, name: str, key: str = "password") -> str:
+    data = cluster.get("-n", namespace, "secret", name)["data"]
+    return base64.b64decode(data[key]).decode()
+
+
+@pytest.mark.usefixtures("explain")
+def test_rows_survive_delete_and_recreate(cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+    ns, name = op_namespace, "lifecycle"
+    host = f"{name}.{ns}.svc.cluster.local"
+    cluster.apply(oh.mysql_object(name, ns))
+    created = oh.wait_successful(cluster, ns, name, operator)
+    assert "without restore-job" in str(created["status"]), created["status"]
+    cluster.kubectl("-n", ns, "rollout", "status", f"deployment/{name}", "--timeout=300s", timeout=320)
+    pods = cluster.get("-n", ns, "pods", "-l", f"app.kubernetes.io/instance={name}")["items"]
+    assert any(all(c["ready"] for c in p["status"].get("containerStatuses", [])) for p in pods)
+
+    rows = [f"row-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+    values = ", ".join(f"({i}, '{v}')" for i, v in enumerate(rows))
+    oh.sql_job(cluster, ns, host, "otus-database",
+               f"CREATE TABLE test (id INT PRIMARY KEY, name VARCHAR(64)); INSERT INTO test VALUES {values};",
+               secret=f"{name}-credentials")
+
+    cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
+    backup = cluster.get("-n", ns, "job", f"{name}-backup")
+    assert backup["status"].get("succeeded") == 1, backup["status"]
+    # The owned children go with the object (garbage collection); the backup storage stays.
+    cluster.wait_for(lambda: cluster.kubectl("-n", ns, "get", "secret,deploy,svc,pvc", "-o", "name",
+                                                     "-l", f"app.kubernetes.io/instance={name}", check=False).stdout.split()
+                     == [f"persistentvolumeclaim/{name}-backup"], timeout=120, what="the children to be collected")
+    assert cluster.get("-n", ns, "pvc", f"{name}-backup")["status"]["phase"] == "Bound"
+
+    cluster.apply(oh.mysql_object(name, ns))
+    recreated = oh.wait_successful(cluster, ns, name, operator)
+    assert "with restore-job" in str(recreated["status"]) and "without" not in str(recreated["status"])
+    restore = cluster.get("-n", ns, "job", f"{name}-restore")
+    assert restore["status"].get("succeeded") == 1, restore["status"]
+
+    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT id, name FROM test ORDER BY id;",
+                     secret=f"{name}-credentials")
+    assert [line.split("\t") for line in out.strip().splitlines()] == [[str(i), v] for i, v in enumerate(rows)]
+    jobs = {j["metadata"]["name"]: j["status"].get("succeeded") for j in cluster.get("-n", ns, "jobs")["items"]}
+    assert jobs.get(f"{name}-backup") == 1 and jobs.get(f"{name}-restore") == 1, jobs
+
+
+def test_schema_rejects_bad_input(cluster: kube.Cluster, op_namespace: str) -> None:
+    oh.install_crd(cluster)
+    missing = oh.mysql_object("bad-missing", op_namespace).replace('"database": "otus-database", ', "")
+    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=missing, check=False)
+    assert done.returncode != 0 and "spec.database: Required value" in done.stderr, done.stderr
+
+    bad_size = oh.mysql_object("bad-size", op_namespace, storage_size="lots")
+    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=bad_size, check=False)
+    assert done.returncode != 0 and "spec.storage_size" in done.stderr, done.stderr
+
+    no_password = oh.mysql_object("bad-nopw", op_namespace).replace('"password": "otuspassword", ', "")
+    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=no_password, check=False)
+    assert done.returncode != 0, "an object with neither password nor passwordSecretRef was accepted"
+
+
+@pytest.mark.usefixtures("explain")
+def test_template_and_shell_syntax_is_stored_literally(cluster: kube.Cluster, op_namespace: str,
+                                                       operator: oh.Operator) -> None:
+    ns, name = op_namespace, "literal"
+    marker = f"/tmp/lit-{uuid.uuid4().hex[:6]}"  # the password has at most 128 characters
+    password = f"{{{{ lookup('pipe','touch {marker}-j') }}}}$(touch {marker}-s)`touch {marker}-t`'\";{{% raw %}}"
+    executed = lambda: sorted(str(p) for p in Path("/tmp").glob(f"{Path(marker).name}*"))  # noqa: E731
+    cluster.apply(oh.mysql_object(name, ns, password=password))
+    oh.wait_successful(cluster, ns, name, operator)
+    assert _secret_value(cluster, ns, f"{name}-credentials") == password
+    assert executed() == [], "something in the spec was executed"
+    # The server accepts the literal password (the Job reads it from the Secret).
+    out = oh.sql_job(cluster, ns, f"{name}.{ns}.svc.cluster.local", "otus-database", "SELECT 42;",
+                     secret=f"{name}-credentials")
+    assert out.strip() == "42"
+    assert executed() == []
+
+
+@pytest.mark.usefixtures("explain")
+def test_unchanged_object_reconciles_without_changes(cluster: kube.Cluster, op_namespace: str,
+                                                     operator: oh.Operator) -> None:
+    ns, name = op_namespace, "steady"
+    cluster.apply(oh.mysql_object(name, ns))
+    first = oh.wait_successful(cluster, ns, name, operator)
+    # A restart makes kopf resume the object: one full run of the role over unchanged input.
+    operator.stop()
+    since = oh.now()
+    operator.start()
+    cluster.wait_for(lambda: f"Reconciled {ns}/{name}" in operator.log(since_start=True),
+                     timeout=180, what="the resumed run to finish", interval=1)
+    line = next(l for l in operator.log(since_start=True).splitlines() if f"Reconciled {ns}/{name}" in l)
+    assert "changed=0" in line and "failures=0" in line, line
+    if cluster.local:
+        writes = [f"{w['verb']} {w['objectRef'].get('resource')}/{w['objectRef'].get('name')}"
+                  for w in oh.audit_writes(ns, since)]
+        assert writes == [], writes
+    after = cluster.get("-n", ns, "mysqls.otus.homework", name)
+    assert after["status"] == first["status"]
+
+
+@pytest.mark.usefixtures("explain")
+def test_password_rotation(cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+    ns, name = op_namespace, "rotate"
+    host = f"{name}.{ns}.svc.cluster.local"
+    cluster.apply(oh.mysql_object(name, ns, password="old-password"))
+    oh.wait_successful(cluster, ns, name, operator)
+    cluster.kubectl("-n", ns, "create", "secret", "generic", "old-login", "--from-literal=password=old-password")
+    oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret="old-login")
+
+    cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p", '{"spec": {"password": "new-pass\'word"}}')
+    oh.wait_successful(cluster, ns, name, operator)
+    assert _secret_value(cluster, ns, f"{name}-credentials") == "new-pass'word"
+    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials")
+    assert out.strip().startswith("root@")
+    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=f"{name}-credentials", user="app")
+    assert out.strip() == "1"
+    denied = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret="old-login", expect_success=False)
+    assert "Access denied" in denied, denied
+
+
+@pytest.mark.usefixtures("explain")
+def test_bad_reference_reports_failure_condition_and_event(cluster: kube.Cluster, op_namespace: str,
+                                                            operator: oh.Operator) -> None:
+    ns, name = op_namespace, "badref"
+    body = oh.mysql_object(name, ns).replace('"password": "otuspassword"',
+                                             '"passwordSecretRef": {"name": "no-such-secret"}')
+    cluster.apply(body)
+
+    def failed() -> bool:
+        cond = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure")
+        return bool(cond and cond["status"] == "True")
+    cluster.wait_for(failed, timeout=180, what="the Failure condition", interval=2)
+    cond = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure")
+    assert cond is not None
+    assert "spec.passwordSecretRef" in cond["message"], cond
+    events = cluster.get("-n", ns, "events", "--field-selector", f"involvedObject.name={name}")["items"]
+    warnings = [e["message"] for e in events if e["type"] == "Warning"]
+    assert any("spec.passwordSecretRef" in m for m in warnings), warnings
+    # Fixing the input lets the object converge.
+    cluster.kubectl("-n", ns, "create", "secret", "generic", "no-such-secret", "--from-literal=password=fixed-pw")
+    oh.wait_successful(cluster, ns, name, operator, timeout=600)

@@ -1,0 +1,254 @@
+"""What the operator's ServiceAccount may do, as the API server's authorizer answers.
+
+For both installs, deploy/ (cluster-wide) and deploy/namespaced/ (one namespace), only the
+RBAC objects of the rendered kustomization are applied (no Deployment: no operator runs),
+then `kubectl auth can-i --as=system:serviceaccount:mysql-operator:mysql-operator` must say
+yes to everything the roles, the shim, kopf and the leader election use, and no to the rest.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import kube
+
+REPO = Path(__file__).resolve().parents[2]
+OPERATOR_NAMESPACE = "mysql-operator"
+SUBJECT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:mysql-operator"
+RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+              "RoleBinding"}
+MYSQLS = "mysqls.otus.homework"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One `kubectl auth can-i` question and the answer the install must give."""
+
+    verb: str
+    resource: str
+    namespace: str | None  # None: cluster-scoped, or with all_namespaces
+    allowed: bool
+    subresource: str = ""
+    name: str = ""
+    all_namespaces: bool = False
+
+    def __str__(self) -> str:
+        what = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        what += f" {self.name}" if self.name else ""
+        where = "all namespaces" if self.all_namespaces else (self.namespace or "cluster")
+        return f"{self.verb} {what} in {where}: expected {'yes' if self.allowed else 'no'}"
+
+
+def can_i(cluster: kube.Cluster, ask: Ask) -> bool:
+    args = ["auth", "can-i", ask.verb, f"{ask.resource}/{ask.name}" if ask.name else ask.resource,
+            f"--as={SUBJECT}"]
+    if ask.subresource:
+        args.append(f"--subresource={ask.subresource}")
+    if ask.all_namespaces:
+        args.append("--all-namespaces")
+    elif ask.namespace:
+        args += ["-n", ask.namespace]
+    done = cluster.kubectl(*args, check=False)
+    answer = done.stdout.strip()
+    assert answer in ("yes", "no"), f"kubectl {' '.join(args)}: {done.stdout}{done.stderr}"
+    return answer == "yes"
+
+
+def wrong_answers(cluster: kube.Cluster, asks: list[Ask]) -> list[str]:
+    return [str(ask) for ask in asks if can_i(cluster, ask) != ask.allowed]
+
+
+def rbac_objects(cluster: kube.Cluster, path: str) -> list[dict[str, Any]]:
+    out = cluster.kubectl("kustomize", str(REPO / path)).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc and doc["kind"] in RBAC_KINDS]
+
+
+def install(cluster: kube.Cluster, objects: list[dict[str, Any]]) -> Iterator[None]:
+    if cluster.kubectl("get", "deployment", "-n", OPERATOR_NAMESPACE, "mysql-operator",
+                       "--ignore-not-found", "-o", "name").stdout.strip():
+        pytest.fail("an operator is installed in mysql-operator; this test would change its RBAC")
+    manifest = yaml.safe_dump_all(objects)
+    cluster.kubectl("apply", "-f", "-", stdin=manifest)
+    try:
+        yield
+    finally:
+        cluster.kubectl("delete", "--ignore-not-found", "--wait=true", "--timeout=120s", "-f", "-",
+                        stdin=manifest, check=False, timeout=150)
+
+
+@pytest.fixture
+def other_namespace(cluster: kube.Cluster) -> Iterator[str]:
+    """A namespace the namespaced operator does not own (incluster-*: this module's)."""
+    name = f"incluster-rbac-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def crd(cluster: kube.Cluster) -> None:
+    """The CRD, so that `can-i` resolves mysqls (left installed: other tests use it)."""
+    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "crd.yml"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/mysqls.otus.homework",
+                    "--timeout=60s")
+
+
+@pytest.fixture
+def clusterwide(cluster: kube.Cluster, crd: None) -> Iterator[None]:
+    yield from install(cluster, rbac_objects(cluster, "deploy"))
+
+
+@pytest.fixture
+def namespaced(cluster: kube.Cluster, crd: None) -> Iterator[None]:
+    # deploy/namespaced/ does not create its namespace (deleting it would delete that)
+    created = cluster.kubectl("create", "namespace", OPERATOR_NAMESPACE,
+                              check=False).returncode == 0
+    try:
+        yield from install(cluster, rbac_objects(cluster, "deploy/namespaced"))
+    finally:
+        if created:
+            cluster.kubectl("delete", "namespace", OPERATOR_NAMESPACE, "--wait=true",
+                            "--timeout=120s", check=False, timeout=150)
+
+
+def needed(ns: str) -> list[Ask]:
+    """What the code does in a namespace it reconciles (see the roles' tasks and the shim)."""
+    yes = [
+        *(Ask(v, MYSQLS, ns, True) for v in ("get", "list", "watch", "patch")),
+        Ask("patch", MYSQLS, ns, True, subresource="status"),
+        Ask("update", MYSQLS, ns, True, subresource="finalizers"),
+        Ask("create", "events", ns, True),
+        *(Ask(v, "secrets", ns, True) for v in ("get", "create", "patch", "delete")),
+        *(Ask(v, "services", ns, True) for v in ("get", "create", "patch")),
+        *(Ask(v, "persistentvolumeclaims", ns, True) for v in ("get", "create", "patch")),
+        *(Ask(v, "deployments.apps", ns, True) for v in ("get", "create", "patch")),
+        *(Ask(v, "jobs.batch", ns, True) for v in ("get", "list", "create", "patch", "delete")),
+    ]
+    # beyond the code's needs, in that same namespace
+    no = [
+        *(Ask(v, MYSQLS, ns, False) for v in ("create", "update", "delete")),
+        Ask("update", MYSQLS, ns, False, subresource="status"),
+        *(Ask(v, "secrets", ns, False) for v in ("list", "watch", "update")),
+        *(Ask(v, "deployments.apps", ns, False) for v in ("delete", "update", "list")),
+        Ask("delete", "services", ns, False),
+        Ask("delete", "persistentvolumeclaims", ns, False),
+        *(Ask(v, "pods", ns, False) for v in ("create", "delete", "list")),
+        Ask("create", "pods", ns, False, subresource="exec"),
+        Ask("get", "configmaps", ns, False),
+        Ask("create", "roles.rbac.authorization.k8s.io", ns, False),
+        Ask("create", "rolebindings.rbac.authorization.k8s.io", ns, False),
+        Ask("delete", "events", ns, False),
+    ]
+    return yes + no
+
+
+def volumes() -> list[Ask]:
+    """Cluster-scoped and unavoidable: hostPath PVs and reading StorageClasses."""
+    return [
+        *(Ask(v, "persistentvolumes", None, True) for v in ("get", "create", "patch", "delete")),
+        Ask("get", "storageclasses.storage.k8s.io", None, True),
+        Ask("list", "persistentvolumes", None, False),
+        Ask("delete", "storageclasses.storage.k8s.io", None, False),
+    ]
+
+
+def never() -> list[Ask]:
+    """Cluster-scoped things neither install may do."""
+    return [
+        Ask("delete", "nodes", None, False),
+        Ask("list", "nodes", None, False),
+        Ask("delete", "namespaces", None, False),
+        Ask("create", "namespaces", None, False),
+        Ask("create", "clusterroles.rbac.authorization.k8s.io", None, False),
+        Ask("create", "clusterrolebindings.rbac.authorization.k8s.io", None, False),
+        Ask("escalate", "clusterroles.rbac.authorization.k8s.io", None, False),
+        Ask("impersonate", "serviceaccounts", "kube-system", False),
+        Ask("create", "customresourcedefinitions.apiextensions.k8s.io", None, False),
+        Ask("delete", "customresourcedefinitions.apiextensions.k8s.io", None, False),
+        Ask("list", "secrets", "kube-system", False),
+        Ask("create", "pods", "kube-system", False),
+    ]
+
+
+def leader_election(ns: str) -> list[Ask]:
+    return [
+        Ask("create", "configmaps", ns, True),
+        Ask("get", "configmaps", ns, True, name="mysql-operator-lock"),
+        Ask("delete", "configmaps", ns, True, name="mysql-operator-lock"),
+        Ask("get", "pods", ns, True),
+        Ask("get", "configmaps", ns, False, name="some-other-configmap"),
+        Ask("delete", "configmaps", ns, False, name="some-other-configmap"),
+        Ask("update", "configmaps", ns, False, name="mysql-operator-lock"),
+    ]
+
+
+def test_clusterwide_operator_may_do_what_the_roles_need_anywhere(
+        cluster: kube.Cluster, clusterwide: None, other_namespace: str) -> None:
+    asks = [
+        *needed(other_namespace),
+        *needed("default"),
+        *(Ask(v, MYSQLS, None, True, all_namespaces=True) for v in ("list", "watch")),
+        *(Ask(v, "customresourcedefinitions.apiextensions.k8s.io", None, True)
+          for v in ("list", "watch")),
+        *volumes(),
+        *never(),
+        *leader_election(OPERATOR_NAMESPACE),
+        # the leader lock is the operator's own, not in the namespaces it reconciles
+        Ask("create", "configmaps", other_namespace, False),
+        # secrets anywhere by name (spec.passwordSecretRef), but never a listing of them
+        Ask("list", "secrets", None, False, all_namespaces=True),
+        Ask("list", "namespaces", None, False),
+    ]
+    assert wrong_answers(cluster, asks) == []
+
+
+def test_namespaced_operator_is_confined_to_its_namespace(
+        cluster: kube.Cluster, namespaced: None, other_namespace: str) -> None:
+    asks = [
+        *needed(OPERATOR_NAMESPACE),
+        *leader_election(OPERATOR_NAMESPACE),
+        *volumes(),
+        *never(),
+        # nothing at all in any other namespace
+        *(Ask(v, "secrets", ns, False) for ns in (other_namespace, "default", "kube-system")
+          for v in ("get", "create", "patch", "delete")),
+        *(Ask(v, MYSQLS, other_namespace, False) for v in ("get", "list", "watch", "patch")),
+        *(Ask(v, r, other_namespace, False) for v, r in (
+            ("create", "deployments.apps"), ("create", "services"), ("create", "jobs.batch"),
+            ("create", "persistentvolumeclaims"), ("create", "events"),
+            ("create", "configmaps"), ("get", "pods"))),
+        *(Ask(v, MYSQLS, None, False, all_namespaces=True) for v in ("list", "watch")),
+        # no cluster-wide reads beyond the volumes: no CRDs, no namespaces
+        *(Ask(v, "customresourcedefinitions.apiextensions.k8s.io", None, False)
+          for v in ("list", "watch")),
+        Ask("list", "namespaces", None, False),
+    ]
+    assert wrong_answers(cluster, asks) == []
+
+
+@pytest.mark.parametrize("path", ["deploy/rbac/cluster_role.yaml",
+                                  "deploy/namespaced/role.yaml",
+                                  "deploy/namespaced/cluster_role.yaml",
+                                  "deploy/operator/leader_election_role.yaml"])
+def test_rules_name_every_verb_and_resource(path: str) -> None:
+    """No wildcards: every permission is spelled out (and so reviewed)."""
+    role = yaml.safe_load((REPO / path).read_text())
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+        assert "nonResourceURLs" not in rule, rule
+
+
+def test_namespaced_install_has_no_cluster_rule_but_volumes() -> None:
+    role = yaml.safe_load((REPO / "deploy/namespaced/cluster_role.yaml").read_text())
+    resources = {(g, r) for rule in role["rules"] for g in rule["apiGroups"]
+                 for r in rule["resources"]}
+    assert resources == {("", "persistentvolumes"), ("storage.k8s.io", "storageclasses")}

@@ -1,0 +1,66 @@
+import pathlib
+
+import pytest
+
+from ansible_kopf import config
+
+
+def test_defaults_from_an_empty_environment() -> None:
+    cfg = config.from_env({})
+    assert cfg.watches_file == pathlib.Path('./watches.yaml').absolute()
+    assert cfg.namespaces == ()
+    assert cfg.clusterwide
+    assert cfg.max_runs == 4
+    assert cfg.max_runner_artifacts == 20
+    assert cfg.verbosity == 0
+    assert cfg.log_events == 'Tasks'
+    assert cfg.liveness_endpoint is None
+    assert cfg.kubeconfig is None
+    assert cfg.workdir.name == 'ansible-kopf'
+
+
+def test_values_from_the_environment(tmp_path: pathlib.Path) -> None:
+    cfg = config.from_env({
+        'WATCHES_FILE': str(tmp_path / 'w.yaml'),
+        'WATCH_NAMESPACE': ' db , apps,,',
+        'ANSIBLE_KOPF_WORKDIR': str(tmp_path / 'work'),
+        'ANSIBLE_KOPF_MAX_RUNS': '8',
+        'MAX_RUNNER_ARTIFACTS': '3',
+        'ANSIBLE_VERBOSITY': '2',
+        'ANSIBLE_LOG_EVENTS': 'everything',
+        'HEALTH_PROBE_BIND_ADDRESS': ':8081',
+        'KUBECONFIG': '/k/config',
+    })
+    assert cfg.watches_file == tmp_path / 'w.yaml'
+    assert cfg.namespaces == ('db', 'apps')
+    assert not cfg.clusterwide
+    assert cfg.workdir == tmp_path / 'work'
+    assert cfg.max_runs == 8
+    assert cfg.max_runner_artifacts == 3
+    assert cfg.verbosity == 2
+    assert cfg.log_events == 'Everything'
+    assert cfg.liveness_endpoint == 'http://0.0.0.0:8081/healthz'
+    assert cfg.kubeconfig == '/k/config'
+
+
+@pytest.mark.parametrize(('address', 'endpoint'), [
+    (':8080', 'http://0.0.0.0:8080/healthz'),
+    ('127.0.0.1:9000', 'http://127.0.0.1:9000/healthz'),
+    ('http://0.0.0.0:8080/healthz', 'http://0.0.0.0:8080/healthz'),
+    ('', None),
+    ('0', None),
+])
+def test_liveness_endpoint(address: str, endpoint: str | None) -> None:
+    assert config.liveness_endpoint(address) == endpoint
+
+
+@pytest.mark.parametrize(('env', 'message'), [
+    ({'ANSIBLE_KOPF_MAX_RUNS': 'four'}, 'ANSIBLE_KOPF_MAX_RUNS'),
+    ({'ANSIBLE_KOPF_MAX_RUNS': '0'}, '>= 1'),
+    ({'MAX_RUNNER_ARTIFACTS': '0'}, 'MAX_RUNNER_ARTIFACTS'),
+    ({'ANSIBLE_LOG_EVENTS': 'Some'}, 'ANSIBLE_LOG_EVENTS'),
+    ({'HEALTH_PROBE_BIND_ADDRESS': 'localhost'}, 'HEALTH_PROBE_BIND_ADDRESS'),
+])
+def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(config.ConfigError, match=message):
+        config.from_env(env)

@@ -1,0 +1,176 @@
+import logging
+from typing import Any
+
+import pytest
+
+from ansible_kopf import events
+
+CENSORED = "the output has been hidden due to the fact that 'no_log: true' was specified"
+
+
+def collector(log_events: str = 'Tasks') -> events.Collector:
+    return events.Collector(logger=logging.getLogger('test.ansible'), label='g/v1/K ns/n',
+                            log_events=log_events)
+
+
+def ok(task: str, changed: bool = False) -> dict[str, Any]:
+    return {'event': 'runner_on_ok', 'event_data': {'task': task, 'res': {'changed': changed}}}
+
+
+def failed(task: str, res: Any, ignore_errors: bool = False) -> dict[str, Any]:
+    return {'event': 'runner_on_failed',
+            'event_data': {'task': task, 'res': res, 'ignore_errors': ignore_errors}}
+
+
+STATS = {
+    'event': 'playbook_on_stats',
+    'event_data': {
+        'ok': {'localhost': 4}, 'changed': {'localhost': 2}, 'failures': {},
+        'skipped': {'localhost': 1}, 'dark': {}, 'rescued': {}, 'ignored': {},
+        'artifact_data': {'endpoint': 'db1.apps.svc', 'replicas': 3},
+    },
+}
+
+
+def test_successful_run_keeps_counts_and_custom_stats() -> None:
+    c = collector()
+    for event in (ok('Create secret', changed=True), ok('Check'), STATS):
+        assert c(event) is True  # events are still written to the artifacts
+    outcome = c.outcome(status='successful', rc=0, ident='i1', duration=1.5)
+    assert outcome.successful
+    assert outcome.counts == events.Counts(ok=4, changed=2, failures=0, skipped=1, unreachable=0)
+    assert outcome.counts.as_dict() == {'ok': 4, 'changed': 2, 'failures': 0, 'skipped': 1,
+                                        'unreachable': 0}
+    assert outcome.custom_stats == {'endpoint': 'db1.apps.svc', 'replicas': 3}
+    assert outcome.failed_task is None
+    assert outcome.message is None
+
+
+def test_failure_name_and_message_come_from_the_failed_event() -> None:
+    c = collector()
+    c(ok('Render'))
+    c(failed('Apply the deployment', {'msg': 'Forbidden: cannot create deployments'}))
+    c({'event': 'playbook_on_stats', 'event_data': {'ok': {'localhost': 1},
+                                                    'failures': {'localhost': 1}}})
+    outcome = c.outcome(status='failed', rc=2, ident='i2', duration=1.0)
+    assert not outcome.successful
+    assert outcome.failed_task == 'Apply the deployment'
+    assert outcome.message == 'Forbidden: cannot create deployments'
+    assert outcome.counts.failures == 1
+
+
+def test_ignored_failures_are_not_the_reason() -> None:
+    c = collector()
+    c(failed('Optional probe', {'msg': 'not there'}, ignore_errors=True))
+    c(failed('Real failure', {'msg': 'boom'}))
+    outcome = c.outcome(status='failed', rc=2, ident='i', duration=0)
+    assert (outcome.failed_task, outcome.message) == ('Real failure', 'boom')
+
+
+def test_failures_in_a_successful_run_are_not_reported() -> None:
+    c = collector()
+    c(failed('Rescued step', {'msg': 'recovered by rescue'}))
+    outcome = c.outcome(status='successful', rc=0, ident='i', duration=0)
+    assert outcome.failed_task is None
+    assert outcome.message is None
+
+
+def test_unreachable_is_a_failure() -> None:
+    c = collector()
+    c({'event': 'runner_on_unreachable',
+       'event_data': {'task': 'Connect', 'res': {'msg': 'host gone'}}})
+    outcome = c.outcome(status='failed', rc=4, ident='i', duration=0)
+    assert (outcome.failed_task, outcome.message) == ('Connect', 'host gone')
+
+
+@pytest.mark.parametrize(('res', 'message'), [
+    ({'msg': 'plain'}, 'plain'),
+    ({'censored': CENSORED}, CENSORED),
+    ({'stderr': 'command failed', 'rc': 1}, 'command failed'),
+    ({'msg': ['a', 'b']}, '["a", "b"]'),
+    ({'msg': 'One or more items failed',
+      'results': [{'failed': False, 'msg': 'fine'}, {'failed': True, 'msg': 'item two broke'}]},
+     'One or more items failed: item two broke'),
+    ({}, events.UNKNOWN_FAILURE),
+    (None, events.UNKNOWN_FAILURE),
+])
+def test_failure_message(res: Any, message: str) -> None:
+    assert events.failure_message(res) == message
+
+
+def test_errors_outside_tasks_explain_a_failed_run() -> None:
+    c = collector()
+    c({'event': 'verbose', 'stdout': "[ERROR]: the role 'nope' was not found"})
+    c({'event': 'verbose', 'stdout': 'some noise'})
+    outcome = c.outcome(status='failed', rc=1, ident='i', duration=0)
+    assert outcome.message == "[ERROR]: the role 'nope' was not found"
+    assert outcome.failed_task is None
+
+
+def test_a_failed_run_always_has_a_message() -> None:
+    outcome = collector().outcome(status='timeout', rc=254, ident='i', duration=0)
+    assert outcome.message == "ansible-playbook ended with status 'timeout', rc=254"
+
+
+def test_tasks_are_logged_with_names_and_failures_as_warnings(
+        caplog: pytest.LogCaptureFixture) -> None:
+    c = collector()
+    with caplog.at_level(logging.DEBUG, logger='test.ansible'):
+        c(ok('Create secret', changed=True))
+        c(ok('Check'))
+        c({'event': 'runner_on_skipped', 'event_data': {'task': 'Maybe'}})
+        c(failed('Optional', {'msg': 'meh'}, ignore_errors=True))
+        c(failed('Apply', {'msg': 'boom'}))
+    records = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert records == [
+        (logging.INFO, "[g/v1/K ns/n] task 'Create secret': changed"),
+        (logging.INFO, "[g/v1/K ns/n] task 'Check': ok"),
+        (logging.DEBUG, "[g/v1/K ns/n] task 'Maybe': skipped"),
+        (logging.INFO, "[g/v1/K ns/n] task 'Optional': failed (ignored)"),
+        (logging.WARNING, "[g/v1/K ns/n] task 'Apply' failed: boom"),
+    ]
+
+
+def test_nothing_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    c = collector('Nothing')
+    with caplog.at_level(logging.DEBUG, logger='test.ansible'):
+        c(ok('Create'))
+        c(failed('Apply', {'msg': 'boom'}))
+        c.outcome(status='failed', rc=2, ident='i', duration=0)
+    assert caplog.records == []
+
+
+def test_everything_logs_the_printed_text(caplog: pytest.LogCaptureFixture) -> None:
+    c = collector('Everything')
+    with caplog.at_level(logging.DEBUG, logger='test.ansible'):
+        c({'event': 'playbook_on_task_start', 'stdout': 'TASK [Create] ****',
+           'event_data': {'task': 'Create'}})
+        c({**ok('Create'), 'stdout': 'ok: [localhost]'})
+    assert [r.getMessage() for r in caplog.records] == [
+        '[g/v1/K ns/n] TASK [Create] ****',
+        '[g/v1/K ns/n] ok: [localhost]',
+    ]
+
+
+def test_printed_text_of_censored_results_is_replaced_before_it_is_written(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # ansible-core 2.19 prints a no_log failure's message even though `res` is censored.
+    c = collector('Everything')
+    event = {'event': 'runner_on_failed',
+             'stdout': '[ERROR]: Task failed: Action failed: bad password hunter2',
+             'event_data': {'task': 'Log in', 'res': {'censored': CENSORED}}}
+    with caplog.at_level(logging.DEBUG, logger='test.ansible'):
+        assert c(event) is True
+    assert event['stdout'] == 'runner_on_failed: Log in: output hidden (no_log)'
+    assert 'hunter2' not in caplog.text
+
+
+@pytest.mark.parametrize(('res', 'expected'), [
+    ({'censored': CENSORED}, True),
+    ({'results': [{'ok': 1}, {'censored': CENSORED}]}, True),
+    ({'msg': 'fine'}, False),
+    ({'results': [{'msg': 'fine'}]}, False),
+    (None, False),
+])
+def test_censored(res: Any, expected: bool) -> None:
+    assert events.censored(res) is expected

@@ -1,0 +1,118 @@
+import asyncio
+import dataclasses
+import logging
+import pathlib
+
+import kopf
+import pytest
+
+from ansible_kopf import events, handlers, locks, reconciling, runner, watches
+
+TARGET = watches.Target(type='role', path=pathlib.Path('/roles/mysql'))
+WATCH = watches.Watch(
+    group='otus.homework', version='v1', kind='MySQL', target=TARGET, vars={},
+    reconcile_period=0.0, manage_status=True, finalizer=None, snake_case_parameters=True,
+    mark_unsafe=True, max_concurrent_reconciles=1, max_runner_artifacts=20,
+    match_labels={}, roles_path=(),
+)
+
+
+def controller(watch: watches.Watch) -> reconciling.Controller:
+    class NoApi:
+        async def get(self, *_: object, **__: object) -> None:
+            raise AssertionError('not expected to be called')
+
+        async def patch_status(self, *_: object, **__: object) -> None:
+            raise AssertionError('not expected to be called')
+
+    return reconciling.Controller(watch=watch, settings=runner.Settings(workdir=pathlib.Path()),
+                                  throttle=locks.Throttle(1), api=NoApi())
+
+
+@pytest.mark.parametrize(('retry', 'delay'), [(0, 5), (1, 10), (2, 20), (5, 160), (6, 300),
+                                               (1000, 300)])
+def test_backoff_is_exponential_and_capped(retry: int, delay: float) -> None:
+    assert handlers.backoff(retry) == delay
+
+
+def test_spec_changed() -> None:
+    op = kopf.DiffOperation.CHANGE
+    assert handlers.spec_changed(kopf.Diff([kopf.DiffItem(op, ('spec', 'port'), 1, 2)]))
+    assert handlers.spec_changed(kopf.Diff([kopf.DiffItem(op, (), {}, {'spec': {}})]))
+    assert not handlers.spec_changed(
+        kopf.Diff([kopf.DiffItem(op, ('metadata', 'labels', 'a'), 'x', 'y')]))
+    assert not handlers.spec_changed(kopf.Diff([]))
+
+
+def test_resume_leaves_spec_updates_to_the_update_handler() -> None:
+    diff = kopf.Diff([kopf.DiffItem(kopf.DiffOperation.CHANGE, ('spec', 'port'), 1, 2)])
+    # param=None would fail loudly if the resume handler went on to reconcile.
+    asyncio.run(handlers.resume(body=kopf.Body({}), resource=None,  # type: ignore[arg-type]
+                                name='db1', namespace='apps', reason='update', diff=diff))
+
+
+def test_a_handler_without_a_controller_fails_permanently() -> None:
+    with pytest.raises(kopf.PermanentError):
+        asyncio.run(handlers.reconcile(body=kopf.Body({}), resource=None,  # type: ignore[arg-type]
+                                       name='db1', namespace='apps'))
+
+
+def test_describe_names_the_failed_task() -> None:
+    outcome = events.Outcome(status='failed', rc=2, counts=events.Counts(), failed_task='Apply',
+                             message='forbidden', custom_stats={}, ident='i', duration=1.0)
+    assert handlers.describe(outcome, what='Reconcile') == \
+        "Reconcile failed at task 'Apply': forbidden"
+    outcome = dataclasses.replace(outcome, failed_task=None, message='syntax error')
+    assert handlers.describe(outcome, what='Finalize') == 'Finalize failed: syntax error'
+
+
+def test_finalizer_name(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger('test')
+    assert handlers.finalizer_name([WATCH], logger) == 'ansible-kopf/finalizer'
+    first = dataclasses.replace(WATCH, finalizer=watches.Finalizer('a.io/one', TARGET, {}))
+    second = dataclasses.replace(WATCH, kind='Backup',
+                                 finalizer=watches.Finalizer('a.io/two', TARGET, {}))
+    with caplog.at_level(logging.WARNING):
+        assert handlers.finalizer_name([WATCH, first, second], logger) == 'a.io/one'
+    assert "not 'a.io/two'" in caplog.text
+
+
+def test_configure_keeps_kopf_state_out_of_status() -> None:
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings, finalizer='otus.homework/finalizer')
+    assert settings.persistence.finalizer == 'otus.homework/finalizer'
+    assert isinstance(settings.persistence.progress_storage, kopf.AnnotationsProgressStorage)
+    assert isinstance(settings.persistence.diffbase_storage, kopf.AnnotationsDiffBaseStorage)
+    assert settings.persistence.progress_storage.prefix == 'ansible-kopf'
+    assert settings.posting.level == logging.WARNING
+    assert settings.watching.server_timeout is not None
+    assert settings.peering.standalone
+
+
+def test_register_per_entry() -> None:
+    plain = controller(WATCH)
+    full = controller(dataclasses.replace(
+        WATCH, kind='Backup', reconcile_period=90.0, match_labels={'tier': 'db'},
+        finalizer=watches.Finalizer('otus.homework/finalizer', TARGET, {})))
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, [plain, full])
+
+    # kopf has no public listing of registered handlers; its registries are read here.
+    changing = registry._changing.get_all_handlers()
+    by_kind: dict[str, list[kopf.HandlerId]] = {}
+    for handler in changing:
+        assert handler.selector is not None
+        by_kind.setdefault(str(handler.selector.kind), []).append(handler.id)
+        assert handler.param in (plain, full)
+    assert sorted(by_kind['MySQL']) == ['reconcile-create', 'reconcile-resume',
+                                        'reconcile-update/spec']
+    assert sorted(by_kind['Backup']) == ['finalize', 'reconcile-create', 'reconcile-resume',
+                                         'reconcile-update/spec']
+    update = next(h for h in changing if h.id == 'reconcile-update/spec')
+    assert update.field == ('spec',)
+    backup_create = next(h for h in changing if h.param is full and h.id == 'reconcile-create')
+    assert backup_create.labels == {'tier': 'db'}
+
+    (timer,) = registry._spawning.get_all_handlers()
+    assert timer.param is full
+    assert (timer.interval, timer.idle, timer.initial_delay) == (90.0, 90.0, 90.0)  # type: ignore[union-attr]
