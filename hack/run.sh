@@ -32,7 +32,8 @@ name=$("$kubectl" -n "$namespace" get -f "$sample" -o jsonpath='{.metadata.name}
   for _ in $(seq 1 600); do
     ok=$("$kubectl" -n "$namespace" get mysqls.otus.homework "$name" \
       -o jsonpath='{.status.conditions[?(@.type=="Successful")].status}' 2>/dev/null || true)
-    if [ "$ok" = "True" ]; then
+    if [ "$ok" = "True" ] &&
+      "$kubectl" -n "$namespace" rollout status "deployment/$name" --timeout=600s >/dev/null 2>&1; then
       secret=$("$kubectl" -n "$namespace" get mysqls.otus.homework "$name" -o jsonpath='{.spec.passwordSecretRef.name}')
       secret=${secret:-$name-credentials}
       cat <<MSG

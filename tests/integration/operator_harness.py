@@ -186,3 +186,9 @@ def _epoch(stamp: str) -> float:
 
 def now() -> float:
     return time.time()
+
+
+def wait_ready(cluster: kube.Cluster, namespace: str, name: str, timeout: int = 300) -> None:
+    """Wait until the MySQL Deployment's pod is Ready (Successful means applied, not serving)."""
+    cluster.kubectl("-n", namespace, "rollout", "status", f"deployment/{name}", f"--timeout={timeout}s",
+                    timeout=timeout + 20)

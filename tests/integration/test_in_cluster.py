@@ -42,6 +42,7 @@ OPERATOR_NAMESPACE = "mysql-operator"
 DEPLOYMENT = "mysql-operator"
 LOCK = "mysql-operator-lock"
 CRD_NAME = "mysqls.otus.homework"
+MYSQLS = CRD_NAME  # never the short name: another CRD may also call its kind MySQL
 HOSTPATH_BASE = Path("/var/lib/mysql-operator")  # the mysql role's mysql_hostpath_base
 CONTAINERD = "/var/lib/otus-cluster/containerd/containerd.sock"  # the local cluster's
 BUILD_TIMEOUT = 1800  # a cold build (debootstrap + PyPI) takes minutes; a warm one seconds
@@ -83,8 +84,8 @@ def diagnose(cluster: kube.Cluster, namespace: str | None = None) -> str:
         "--sort-by=.lastTimestamp")
     if namespace:
         run(f"objects in {namespace}", "-n", namespace, "get",
-            "mysql,deployments,pods,jobs,pvc,secrets", "-o", "wide")
-        run(f"MySQL objects in {namespace}", "-n", namespace, "get", "mysql", "-o", "yaml")
+            f"{MYSQLS},deployments,pods,jobs,pvc,secrets", "-o", "wide")
+        run(f"MySQL objects in {namespace}", "-n", namespace, "get", MYSQLS, "-o", "yaml")
         run(f"events in {namespace}", "-n", namespace, "get", "events", "--sort-by=.lastTimestamp")
     return "\n".join(parts)
 
@@ -115,7 +116,7 @@ def foreign_processes() -> list[str]:
 
 def foreign_mysqls(cluster: kube.Cluster) -> list[str]:
     """MySQL objects outside this module's namespaces: another test's, for another operator."""
-    done = cluster.kubectl("get", "mysql", "--all-namespaces", "-o", "json", check=False)
+    done = cluster.kubectl("get", MYSQLS, "--all-namespaces", "-o", "json", check=False)
     if done.returncode != 0:  # no CRD yet: no objects
         return []
     return [f"MySQL {o['metadata']['namespace']}/{o['metadata']['name']}"
@@ -214,13 +215,13 @@ def incluster_namespace(cluster: kube.Cluster) -> Iterator[str]:
         yield name
     finally:
         # no backup needed now: allow deleting without one if the server is already down
-        cluster.kubectl("-n", name, "annotate", "mysql", "--all", "--overwrite",
+        cluster.kubectl("-n", name, "annotate", MYSQLS, "--all", "--overwrite",
                         "otus.homework/skip-backup-if-unavailable=true", check=False)
-        done = cluster.kubectl("-n", name, "delete", "mysql", "--all", "--wait=true",
+        done = cluster.kubectl("-n", name, "delete", MYSQLS, "--all", "--wait=true",
                                "--timeout=300s", check=False, timeout=330)
         if done.returncode != 0:  # the operator is stuck or gone: drop the finalizers
-            for item in cluster.get("-n", name, "mysql").get("items", []):
-                cluster.kubectl("-n", name, "patch", "mysql", item["metadata"]["name"],
+            for item in cluster.get("-n", name, MYSQLS).get("items", []):
+                cluster.kubectl("-n", name, "patch", MYSQLS, item["metadata"]["name"],
                                 "--type=merge", "-p", '{"metadata":{"finalizers":[]}}',
                                 check=False)
         cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=180s",
@@ -322,7 +323,7 @@ def wait_successful(cluster: kube.Cluster, namespace: str, name: str,
     found: dict[str, Any] = {}
 
     def successful() -> bool:
-        done = cluster.kubectl("-n", namespace, "get", "mysql", name, "-o", "json", check=False)
+        done = cluster.kubectl("-n", namespace, "get", MYSQLS, name, "-o", "json", check=False)
         if done.returncode != 0:
             return False
         found.update(json.loads(done.stdout))
@@ -396,7 +397,7 @@ def test_mysql_lifecycle_through_the_in_cluster_operator(
 
     # 2. deleted: the finalizer backs the database up with the Job <name>-backup
     explained(cluster, ns, lambda: cluster.kubectl(
-        "-n", ns, "delete", "mysql", name, "--wait=true", "--timeout=600s", timeout=620))
+        "-n", ns, "delete", MYSQLS, name, "--wait=true", "--timeout=600s", timeout=620))
     backup: dict[str, Any] = {}
     explained(cluster, ns, lambda: backup.update(job_succeeded(cluster, ns, f"{name}-backup")))
     backup_file = backup["metadata"]["annotations"]["otus.homework/backup-file"]
