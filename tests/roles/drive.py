@@ -4,7 +4,7 @@
 It reads the object, picks the role the way watches.yaml says (mysql, or
 mysql_finalizer once the object is being deleted), passes the same variables as the
 shim (ansible_operator_meta, the spec in snake_case, _otus_homework_mysql and
-_otus_homework_mysql_spec, every string marked !unsafe), runs ansible-playbook, merges
+_otus_homework_mysql_spec, every string marked unsafe), runs ansible-playbook, merges
 the role's set_stats into .status with Successful/Failure conditions, and adds or
 removes the finalizer. It prints one JSON line: role, rc, changed, seconds, message.
 
@@ -27,24 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client, config
 
 GROUP, VERSION, PLURAL = "otus.homework", "v1", "mysqls"
 FINALIZER = "otus.homework/finalizer"
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-
-
-class Unsafe(str):
-    """A string written as `!unsafe` (what markUnsafe does)."""
-
-
-def _unsafe_representer(dumper: yaml.SafeDumper, value: Unsafe) -> yaml.Node:
-    return dumper.represent_scalar("!unsafe", str(value), style="'")
-
-
-yaml.SafeDumper.add_representer(Unsafe, _unsafe_representer)
 
 
 def snake(key: str) -> str:
@@ -57,7 +45,9 @@ def mark(value: Any, convert_keys: bool) -> Any:
     if isinstance(value, list):
         return [mark(v, convert_keys) for v in value]
     if isinstance(value, str):
-        return Unsafe(value)
+        # What markUnsafe does (as the shim): JSON extra vars with this wrapper load as
+        # unsafe strings. YAML's `!unsafe '123'` would load as an integer in ansible-core 2.19.
+        return {"__ansible_unsafe": value}
     return value
 
 
@@ -107,8 +97,8 @@ def main() -> int:
     role = "mysql_finalizer" if deleting else "mysql"
 
     with tempfile.TemporaryDirectory() as tmp:
-        vars_file = Path(tmp) / "vars.yml"
-        vars_file.write_text(yaml.safe_dump(extravars(obj), sort_keys=True))
+        vars_file = Path(tmp) / "vars.json"
+        vars_file.write_text(json.dumps(extravars(obj), sort_keys=True))
         env = dict(
             os.environ,
             ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",

@@ -1,0 +1,94 @@
+"""
+The operator's process-wide configuration, read once from environment variables.
+
+Names follow the Operator SDK where it has one (``WATCHES_FILE``, ``WATCH_NAMESPACE``,
+``ANSIBLE_VERBOSITY``, ``MAX_RUNNER_ARTIFACTS``, ``HEALTH_PROBE_BIND_ADDRESS``,
+``ANSIBLE_LOG_EVENTS`` for the SDK's ``--ansible-log-events``); the rest are
+prefixed ``ANSIBLE_KOPF_``. Behaviour per kind lives in ``watches.yaml``, not here.
+"""
+import dataclasses
+import os
+import pathlib
+import tempfile
+from collections.abc import Mapping
+
+from ansible_kopf import constants
+
+
+class ConfigError(ValueError):
+    """An environment variable has a value the operator cannot use."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    watches_file: pathlib.Path
+    namespaces: tuple[str, ...]  # empty: cluster-wide
+    workdir: pathlib.Path  # private data dirs of ansible-runner go below it
+    max_runs: int  # concurrent ansible runs in the whole process
+    max_runner_artifacts: int  # default for watches entries that do not set it
+    verbosity: int  # ansible-playbook -v count
+    log_events: str  # Nothing | Tasks | Everything
+    liveness_endpoint: str | None  # e.g. http://0.0.0.0:8080/healthz
+    kubeconfig: str | None  # handed to kubernetes.core as K8S_AUTH_KUBECONFIG
+
+    @property
+    def clusterwide(self) -> bool:
+        return not self.namespaces
+
+
+def _integer(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = env.get(name, '').strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: not an integer") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r}: must be >= {minimum}")
+    return value
+
+
+def liveness_endpoint(address: str) -> str | None:
+    """
+    Turn a bind address into kopf's liveness URL.
+
+    Accepts the SDK's Go form (``:8081``, ``0.0.0.0:8081``) or a full URL; an empty value
+    or ``0`` (the SDK's "disabled") gives ``None``.
+    """
+    address = address.strip()
+    if not address or address == '0':
+        return None
+    if '://' in address:
+        return address
+    host, sep, port = address.rpartition(':')
+    if not sep or not port.isdigit():
+        raise ConfigError(f"{constants.ENV_HEALTH_PROBE}={address!r}: expected [host]:port or URL")
+    return f"http://{host or '0.0.0.0'}:{port}{constants.HEALTH_PATH}"  # noqa: S104
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Config:
+    """Read the configuration; raise :class:`ConfigError` naming the bad variable."""
+    env = os.environ if env is None else env
+    log_events = env.get(constants.ENV_LOG_EVENTS, '').strip() or constants.DEFAULT_LOG_EVENTS
+    matching = [c for c in constants.LOG_EVENTS_CHOICES if c.lower() == log_events.lower()]
+    if not matching:
+        raise ConfigError(f"{constants.ENV_LOG_EVENTS}={log_events!r}: "
+                          f"expected one of {', '.join(constants.LOG_EVENTS_CHOICES)}")
+    workdir = env.get(constants.ENV_WORKDIR, '').strip() or os.path.join(
+        tempfile.gettempdir(), constants.DEFAULT_WORKDIR_NAME)
+    namespaces = env.get(constants.ENV_WATCH_NAMESPACE, '')
+    return Config(
+        watches_file=pathlib.Path(
+            env.get(constants.ENV_WATCHES_FILE, '').strip() or constants.DEFAULT_WATCHES_FILE,
+        ).absolute(),
+        namespaces=tuple(ns.strip() for ns in namespaces.split(',') if ns.strip()),
+        workdir=pathlib.Path(workdir).absolute(),
+        max_runs=_integer(env, constants.ENV_MAX_RUNS, constants.DEFAULT_MAX_RUNS, 1),
+        max_runner_artifacts=_integer(env, constants.ENV_MAX_RUNNER_ARTIFACTS,
+                                      constants.DEFAULT_MAX_RUNNER_ARTIFACTS, 1),
+        verbosity=_integer(env, constants.ENV_ANSIBLE_VERBOSITY, 0, 0),
+        log_events=matching[0],
+        liveness_endpoint=liveness_endpoint(env.get(constants.ENV_HEALTH_PROBE, '')),
+        kubeconfig=env.get(constants.ENV_KUBECONFIG, '').strip() or None,
+    )

@@ -1,0 +1,56 @@
+"""
+Names and defaults shared by all modules: environment variables, annotation and
+finalizer names, status condition vocabulary. No logic lives here.
+"""
+from typing import Final
+
+# --- Environment variables (the Operator SDK's names where one exists). ---
+ENV_WATCHES_FILE: Final = 'WATCHES_FILE'
+ENV_WATCH_NAMESPACE: Final = 'WATCH_NAMESPACE'
+ENV_ANSIBLE_VERBOSITY: Final = 'ANSIBLE_VERBOSITY'
+ENV_LOG_EVENTS: Final = 'ANSIBLE_LOG_EVENTS'  # the SDK's --ansible-log-events values
+ENV_WORKDIR: Final = 'ANSIBLE_KOPF_WORKDIR'
+ENV_MAX_RUNS: Final = 'ANSIBLE_KOPF_MAX_RUNS'
+ENV_MAX_RUNNER_ARTIFACTS: Final = 'MAX_RUNNER_ARTIFACTS'
+ENV_HEALTH_PROBE: Final = 'HEALTH_PROBE_BIND_ADDRESS'
+ENV_KUBECONFIG: Final = 'KUBECONFIG'
+
+# --- Defaults. ---
+DEFAULT_WATCHES_FILE: Final = './watches.yaml'
+DEFAULT_WORKDIR_NAME: Final = 'ansible-kopf'  # under the system temp dir
+DEFAULT_MAX_RUNS: Final = 4
+DEFAULT_MAX_RUNNER_ARTIFACTS: Final = 20
+DEFAULT_MAX_CONCURRENT_RECONCILES: Final = 1
+DEFAULT_LOG_EVENTS: Final = 'Tasks'
+LOG_EVENTS_CHOICES: Final = ('Nothing', 'Tasks', 'Everything')
+HEALTH_PATH: Final = '/healthz'
+
+# --- Names this operator puts on objects. ---
+# kopf's progress and diff-base annotations: <prefix>/<key>. A DNS-label prefix is valid.
+ANNOTATION_PREFIX: Final = 'ansible-kopf'
+# Used as kopf's finalizer when no watches entry declares one (kopf needs one for timers).
+DEFAULT_FINALIZER: Final = 'ansible-kopf/finalizer'
+
+# Object fields never handed to Ansible: large, and may hold a copy of secrets.
+LAST_APPLIED_ANNOTATION: Final = 'kubectl.kubernetes.io/last-applied-configuration'
+
+# --- Status vocabulary (the Operator SDK's). ---
+CONDITION_RUNNING: Final = 'Running'
+CONDITION_SUCCESSFUL: Final = 'Successful'
+CONDITION_FAILURE: Final = 'Failure'
+REASON_RUNNING: Final = 'Running'
+REASON_SUCCESSFUL: Final = 'Successful'
+REASON_FAILED: Final = 'Failed'
+MESSAGE_RUNNING: Final = 'Running reconciliation'
+MESSAGE_AWAITING: Final = 'Awaiting next reconciliation'
+MESSAGE_SUCCESSFUL: Final = 'Last reconciliation succeeded'
+# Keys of .status that the operator owns; a role's custom stats cannot overwrite them.
+STATUS_RESERVED_KEYS: Final = frozenset({'conditions', 'observedGeneration', 'ansibleResult'})
+
+# --- Retry backoff for failed runs (seconds): base * 2**retry, capped. ---
+BACKOFF_BASE: Final = 5.0
+BACKOFF_CAP: Final = 300.0
+
+# Bounds on messages copied from Ansible into the API (Events are capped at 1 KiB).
+STATUS_MESSAGE_LIMIT: Final = 4096
+EVENT_MESSAGE_LIMIT: Final = 1000

@@ -1,0 +1,200 @@
+"""
+ansible-runner's event stream: what the operator logs from it, and what it keeps of it
+(the :class:`Outcome` of a run).
+
+A :class:`Collector` is the ``event_handler`` of one run. It is called in the runner's
+thread for every event, so it does little: a log line and a few counters.
+
+What is kept:
+
+* counts from ``playbook_on_stats`` (``ok``, ``changed``, ``failures``, ``skipped``,
+  ``unreachable`` = Ansible's "dark"), summed over hosts;
+* custom stats: ``playbook_on_stats``'s ``artifact_data``, which ansible-runner fills from
+  ``ansible.builtin.set_stats`` data aggregated for the whole run (``per_host: false``,
+  the default);
+* the failure that ended the run: task name and ``res.msg`` of the last
+  ``runner_on_failed`` (not ignored) or ``runner_on_unreachable`` event. Failures that a
+  ``rescue:`` recovered from do not fail the run and are not reported.
+
+**no_log**: ansible-runner's callback replaces the result (``res``) of a ``no_log`` task
+with ``{"censored": ...}`` inside the Ansible process, but ansible-core 2.19 still prints
+the failure's message (``[ERROR]: Task failed: Action failed: <msg>``) in the event's
+``stdout`` text, e.g. for ``ansible.builtin.fail`` with a password in ``msg``. The collector
+replaces the ``stdout`` of every event whose result is censored before ansible-runner
+writes it (ansible-runner writes the very dict it handed to the ``event_handler``, both to
+``job_events/`` and to the ``stdout`` artifact), so the text reaches neither the disk nor
+the log.
+
+What is logged (``ANSIBLE_LOG_EVENTS``): ``Tasks`` (default) logs each task result with
+its name at INFO (skips at DEBUG), failures at WARNING with the message; ``Everything``
+also logs the text Ansible printed for every event; ``Nothing`` logs nothing.
+The variables passed to the run are never logged.
+"""
+import dataclasses
+import json
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Final
+
+FAILED_EVENTS: Final = frozenset({'runner_on_failed', 'runner_on_unreachable'})
+UNKNOWN_FAILURE: Final = 'unknown playbook failure'
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    ok: int = 0
+    changed: int = 0
+    failures: int = 0
+    skipped: int = 0
+    unreachable: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The result of one ansible-runner run."""
+    status: str  # ansible-runner's: successful | failed | timeout | canceled
+    rc: int
+    counts: Counts
+    failed_task: str | None
+    message: str | None  # why it failed; None when successful
+    custom_stats: Mapping[str, Any]
+    ident: str
+    duration: float  # seconds, wall time of the run
+
+    @property
+    def successful(self) -> bool:
+        return self.status == 'successful'
+
+
+def failure_message(res: Any) -> str:
+    """The human-readable reason from a failed task's result (``res.msg`` first)."""
+    if not isinstance(res, Mapping):
+        return UNKNOWN_FAILURE
+    message = res.get('msg') or res.get('censored') or res.get('stderr') or res.get('reason')
+    if not message:
+        return UNKNOWN_FAILURE
+    text = message if isinstance(message, str) else json.dumps(message, default=str)
+    for item in res.get('results') or ():
+        if isinstance(item, Mapping) and item.get('failed') and item.get('msg'):
+            return f"{text}: {failure_message(item)}"
+    return text
+
+
+def censored(res: Any) -> bool:
+    """Whether a task result was censored for ``no_log`` (as a whole or any loop item)."""
+    if not isinstance(res, Mapping):
+        return False
+    if 'censored' in res:
+        return True
+    items = res.get('results')
+    return isinstance(items, list) and any(
+        isinstance(item, Mapping) and 'censored' in item for item in items)
+
+
+def _total(per_host: Any) -> int:
+    if isinstance(per_host, Mapping):
+        return sum(int(value) for value in per_host.values())
+    return 0
+
+
+class Collector:
+    """The ``event_handler`` for one run: logs events and remembers the outcome."""
+
+    def __init__(self, *, logger: logging.Logger, label: str, log_events: str) -> None:
+        self._logger = logger
+        self._label = label
+        self._log_tasks = log_events in ('Tasks', 'Everything')
+        self._log_everything = log_events == 'Everything'
+        self.counts = Counts()
+        self.custom_stats: dict[str, Any] = {}
+        self.failed_task: str | None = None
+        self.message: str | None = None
+        self.errors: list[str] = []  # error lines printed outside of tasks (e.g. syntax)
+        self.saw_stats = False
+        self.controller_pid: int | None = None  # ansible-playbook's own process
+
+    def __call__(self, event: MutableMapping[str, Any]) -> bool:
+        if self.controller_pid is None and isinstance(event.get('pid'), int):
+            self.controller_pid = event['pid']  # the callback runs in the controller
+        return self._handle(event)
+
+    def _handle(self, event: MutableMapping[str, Any]) -> bool:
+        name = event.get('event', '')
+        data = event.get('event_data') or {}
+        if censored(data.get('res')) and event.get('stdout'):
+            event['stdout'] = f"{name}: {data.get('task') or '?'}: output hidden (no_log)"
+        if self._log_everything:
+            self._log_text(event)
+        if name in ('runner_on_ok', 'runner_on_skipped') or name in FAILED_EVENTS:
+            self._task_result(name, data)
+        elif name == 'playbook_on_stats':
+            self._stats(data)
+        elif name in ('verbose', 'error'):
+            self._verbose(event)
+        return True  # keep writing the event to the artifacts
+
+    def _log_text(self, event: Mapping[str, Any]) -> None:
+        text = str(event.get('stdout') or '').strip()
+        if text:
+            self._logger.info(f"[{self._label}] {text}")
+
+    def _task_result(self, name: str, data: Mapping[str, Any]) -> None:
+        task = str(data.get('task') or '?')
+        res = data.get('res')
+        if name in FAILED_EVENTS and not data.get('ignore_errors'):
+            self.failed_task = task
+            self.message = failure_message(res)
+            if self._log_tasks:
+                self._logger.warning(f"[{self._label}] task {task!r} failed: {self.message}")
+        elif self._log_tasks and not self._log_everything:
+            if name == 'runner_on_skipped':
+                self._logger.debug(f"[{self._label}] task {task!r}: skipped")
+            elif name in FAILED_EVENTS:
+                self._logger.info(f"[{self._label}] task {task!r}: failed (ignored)")
+            else:
+                changed = isinstance(res, Mapping) and bool(res.get('changed'))
+                state = 'changed' if changed else 'ok'
+                self._logger.info(f"[{self._label}] task {task!r}: {state}")
+
+    def _stats(self, data: Mapping[str, Any]) -> None:
+        self.saw_stats = True
+        self.counts = Counts(
+            ok=_total(data.get('ok')),
+            changed=_total(data.get('changed')),
+            failures=_total(data.get('failures')),
+            skipped=_total(data.get('skipped')),
+            unreachable=_total(data.get('dark')),
+        )
+        artifact_data = data.get('artifact_data')
+        if isinstance(artifact_data, Mapping):
+            self.custom_stats = dict(artifact_data)
+
+    def _verbose(self, event: Mapping[str, Any]) -> None:
+        for raw in str(event.get('stdout') or '').splitlines():
+            line = raw.strip()
+            if line.startswith(('ERROR', '[ERROR]')):
+                self.errors.append(line)
+
+    def outcome(self, *, status: str, rc: int, ident: str, duration: float) -> Outcome:
+        """The run's outcome, once ansible-runner has finished."""
+        successful = status == 'successful'
+        message = None
+        if not successful:
+            message = self.message or ' '.join(self.errors) or (
+                f"ansible-playbook ended with status {status!r}, rc={rc}")
+        if self._log_tasks:
+            c = self.counts
+            level = logging.INFO if successful else logging.WARNING
+            self._logger.log(level, f"[{self._label}] run {ident} {status} in {duration:.1f}s: "
+                                    f"ok={c.ok} changed={c.changed} failures={c.failures} "
+                                    f"skipped={c.skipped} unreachable={c.unreachable}")
+        return Outcome(
+            status=status, rc=rc, counts=self.counts,
+            failed_task=None if successful else self.failed_task,
+            message=message,
+            custom_stats=self.custom_stats,
+            ident=ident, duration=duration,
+        )

@@ -1,0 +1,158 @@
+"""
+The kopf surface of the operator: start-up (read the configuration and ``watches.yaml``,
+configure kopf, register the handlers of every entry) and the handlers themselves.
+
+Importing this module registers only the start-up activity in kopf's default registry;
+the resource handlers are registered by it, once ``watches.yaml`` is known (kopf starts
+observing resources after the start-up activities have finished). So both work::
+
+    python -m ansible_kopf                 # production: see __main__
+    kopf run -m ansible_kopf.handlers -A   # development: kopf's CLI flags apply
+
+Per entry: ``on.create``, ``on.update`` (spec changes only), ``on.resume`` and, with a
+``reconcilePeriod``, a timer all reconcile; with a ``finalizer``, ``on.delete`` runs the
+finalizer's role/playbook and keeps the object until it succeeds.
+
+kopf has one finalizer name per operator: the first ``finalizer.name`` in ``watches.yaml``
+(or ``ansible-kopf/finalizer`` if none) is used for all kinds; differing names are logged.
+kopf also puts it on objects with a timer, to stop the timer cleanly on deletion.
+
+Failures post a Warning event on the object with the failed task's message and are
+retried with exponential backoff (kopf keeps the retry count in an annotation).
+"""
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import kopf
+
+from ansible_kopf import (
+    config,
+    constants,
+    events,
+    kubeapi,
+    locks,
+    reconciling,
+    runner,
+    watches,
+)
+
+
+def backoff(retry: int) -> float:
+    """Seconds before the next attempt: 5, 10, 20, ... up to 5 minutes."""
+    return float(min(constants.BACKOFF_BASE * 2.0 ** min(retry, 16), constants.BACKOFF_CAP))
+
+
+def spec_changed(diff: Iterable[kopf.DiffItem]) -> bool:
+    return any(not item.field or item.field[0] == 'spec' for item in diff)
+
+
+def describe(outcome: events.Outcome, *, what: str) -> str:
+    task = f" at task {outcome.failed_task!r}" if outcome.failed_task else ''
+    return f"{what} failed{task}: {outcome.message}"
+
+
+def _react(body: kopf.Body, outcome: events.Outcome | None, retry: int, *, what: str) -> None:
+    """Turn a failed run into a Warning event and a retry."""
+    if outcome is None or outcome.successful:
+        return
+    message = describe(outcome, what=what)
+    kopf.warn(body, reason=f"{what}Failed", message=message[:constants.EVENT_MESSAGE_LIMIT])
+    raise kopf.TemporaryError(message, delay=backoff(retry))
+
+
+def _controller(param: Any) -> reconciling.Controller:
+    if not isinstance(param, reconciling.Controller):  # registered by register() only
+        raise kopf.PermanentError(f"handler registered without a controller: {param!r}")
+    return param
+
+
+async def reconcile(*, body: kopf.Body, resource: kopf.Resource, name: str,
+                    namespace: str | None, param: Any = None, retry: int = 0,
+                    **_: Any) -> None:
+    outcome = await reconciling.reconcile(_controller(param), resource=resource,
+                                          namespace=namespace, name=name)
+    _react(body, outcome, retry, what='Reconcile')
+
+
+async def resume(*, body: kopf.Body, resource: kopf.Resource, name: str,
+                 namespace: str | None, reason: str, diff: kopf.Diff, param: Any = None,
+                 retry: int = 0, **_: Any) -> None:
+    if reason == kopf.Reason.UPDATE and spec_changed(diff):
+        return  # the spec-update handler of the same cycle runs instead
+    await reconcile(body=body, resource=resource, name=name, namespace=namespace,
+                    param=param, retry=retry)
+
+
+async def finalize(*, body: kopf.Body, resource: kopf.Resource, name: str,
+                   namespace: str | None, param: Any = None, retry: int = 0,
+                   **_: Any) -> None:
+    outcome = await reconciling.reconcile(_controller(param), resource=resource,
+                                          namespace=namespace, name=name, finalizing=True)
+    _react(body, outcome, retry, what='Finalize')
+
+
+def finalizer_name(entries: Sequence[watches.Watch], logger: kopf.Logger) -> str:
+    names = [w.finalizer.name for w in entries if w.finalizer is not None]
+    if not names:
+        return constants.DEFAULT_FINALIZER
+    for other in sorted(set(names) - {names[0]}):
+        logger.warning(f"kopf supports one finalizer per operator: using {names[0]!r} "
+                       f"for all kinds, not {other!r}")
+    return names[0]
+
+
+def configure(settings: kopf.OperatorSettings, *, finalizer: str) -> None:
+    settings.persistence.finalizer = finalizer
+    # kopf's bookkeeping goes to annotations with our prefix, so .status stays the role's.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+        prefix=constants.ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=constants.ANNOTATION_PREFIX, key='last-handled-configuration')
+    settings.posting.level = logging.WARNING  # only explicit warnings become Events
+    settings.watching.server_timeout = 300  # the API server ends each watch; kopf resumes
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    settings.peering.standalone = True  # a single replica; no peering CRDs needed
+
+
+def register(registry: kopf.OperatorRegistry,
+             controllers: Iterable[reconciling.Controller]) -> None:
+    """Register the resource handlers of every watches entry."""
+    for controller in controllers:
+        watch = controller.watch
+        selector: dict[str, Any] = {
+            'group': watch.group, 'version': watch.version, 'kind': watch.kind,
+            'labels': dict(watch.match_labels) or None,
+            'param': controller, 'registry': registry,
+        }
+        kopf.on.create(id='reconcile-create', **selector)(reconcile)
+        kopf.on.update(id='reconcile-update', field='spec', **selector)(reconcile)
+        kopf.on.resume(id='reconcile-resume', **selector)(resume)
+        if watch.finalizer is not None:
+            kopf.on.delete(id='finalize', **selector)(finalize)
+        if watch.reconcile_period > 0:
+            period = watch.reconcile_period
+            kopf.timer(id='reconcile-periodic', interval=period, idle=period,
+                       initial_delay=period, **selector)(reconcile)
+
+
+@kopf.on.startup()
+async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+    try:
+        cfg = config.from_env()
+        entries = watches.load(cfg.watches_file,
+                               default_max_runner_artifacts=cfg.max_runner_artifacts)
+    except (config.ConfigError, watches.WatchesError) as e:
+        raise kopf.PermanentError(str(e)) from None
+    configure(settings, finalizer=finalizer_name(entries, logger))
+    shared = runner.Settings(workdir=cfg.workdir, verbosity=cfg.verbosity,
+                             log_events=cfg.log_events, kubeconfig=cfg.kubeconfig)
+    throttle = locks.Throttle(cfg.max_runs)
+    api = kubeapi.connect()
+    register(kopf.get_default_registry(), [
+        reconciling.Controller(watch=watch, settings=shared, throttle=throttle, api=api)
+        for watch in entries
+    ])
+    for watch in entries:
+        logger.info(f"Watching {watch.gvk} with {watch.target.type} {watch.target.path}")

@@ -1,0 +1,97 @@
+"""
+One reconcile (or finalization) of one object, from lock to status:
+
+1. wait for the object's turn (:mod:`locks`: one run per object, per-kind and global bounds);
+2. read the object fresh (a queued run must not use a stale spec or status); if it is gone,
+   or is being deleted and this is not the finalizer's run, there is nothing to do;
+3. mark ``Running`` if the status does not report this generation yet (:mod:`status`);
+4. run the role or playbook (:mod:`runner`) with the object's variables (:mod:`extravars`);
+5. read the status again (the role may have written to it) and write the outcome to
+   ``.status``: only what changed, nothing if nothing did.
+
+With ``manageStatus: false`` steps 3 and 5 are skipped. After a successful finalization
+the object is about to disappear, so its status is not written either.
+kopf-specific reactions (events, retries) are the handlers' business, not this module's.
+"""
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from ansible_kopf import events, extravars, kubeapi, locks, runner, status, watches
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Controller:
+    """Everything needed to reconcile the objects of one watches entry."""
+    watch: watches.Watch
+    settings: runner.Settings
+    throttle: locks.Throttle
+    api: kubeapi.ObjectsApi
+
+    def job(self, obj: Mapping[str, Any], *, finalizing: bool) -> runner.Job:
+        watch = self.watch
+        metadata = obj.get('metadata') or {}
+        name, namespace = str(metadata.get('name')), metadata.get('namespace')
+        target = watch.finalizer.target if finalizing and watch.finalizer else watch.target
+        return runner.Job(
+            target=target,
+            roles_path=watch.roles_path,
+            private_data_dir=runner.private_data_dir(
+                self.settings.workdir, group=watch.group, kind=watch.kind,
+                namespace=namespace, name=name),
+            extravars=extravars.build(obj, watch, finalizing=finalizing),
+            max_artifacts=watch.max_runner_artifacts,
+            label=f"{watch.gvk} {namespace}/{name}" if namespace else f"{watch.gvk} {name}",
+        )
+
+
+async def reconcile(
+        controller: Controller,
+        *,
+        resource: kopf.Resource,
+        namespace: str | None,
+        name: str,
+        finalizing: bool = False,
+) -> events.Outcome | None:
+    """Run for the object; return the outcome, or ``None`` if there was nothing to run."""
+    watch, api = controller.watch, controller.api
+    async with controller.throttle.hold(obj=(watch.gvk, namespace, name), kind=watch.gvk,
+                                        kind_limit=watch.max_concurrent_reconciles):
+        obj = await api.get(resource, namespace=namespace, name=name)
+        metadata = (obj or {}).get('metadata') or {}
+        if obj is None or (metadata.get('deletionTimestamp') and not finalizing):
+            return None
+        current: Mapping[str, Any] = obj.get('status') or {}
+        generation = metadata.get('generation')
+
+        if watch.manage_status:
+            mark = status.running(current, generation=generation, now=status.now())
+            if mark is not None:
+                await api.patch_status(resource, namespace=namespace, name=name, patch=mark)
+
+        started = time.monotonic()
+        outcome = await runner.run_async(controller.job(obj, finalizing=finalizing),
+                                         controller.settings)
+        counts = ' '.join(f"{k}={v}" for k, v in outcome.counts.as_dict().items())
+        logger.info(f"{'Finalized' if finalizing else 'Reconciled'} "
+                    f"{namespace + '/' if namespace else ''}{name}: {outcome.status} {counts} "
+                    f"in {time.monotonic() - started:.2f}s")
+
+        if watch.manage_status and not (finalizing and outcome.successful):
+            fresh = await api.get(resource, namespace=namespace, name=name)
+            if fresh is None:
+                return outcome
+            current = fresh.get('status') or {}
+            result = status.finished(
+                current, successful=outcome.successful, counts=outcome.counts.as_dict(),
+                message=outcome.message, custom_stats=outcome.custom_stats,
+                generation=generation, now=status.now())
+            if result is not None:
+                await api.patch_status(resource, namespace=namespace, name=name, patch=result)
+        return outcome

@@ -1,0 +1,218 @@
+"""
+One run of a role or playbook for one object, through ansible-runner's Python API.
+
+Layout on disk, below the operator's work directory::
+
+    <workdir>/inventory.yml                    localhost, local connection, this Python
+    <workdir>/playbooks/role-<name>-<hash>.yml generated once per role: hosts localhost,
+                                               connection local, gather_facts false
+    <workdir>/<group>/<kind>/<namespace>/<name>/   one private data dir per object
+        env/extravars                          the run's variables; exists only during a run
+        artifacts/<ident>/                     ansible-runner's artifacts, rotated to
+                                               ``maxRunnerArtifacts`` directories
+
+Secrets: the variables (the whole object) exist on disk only in ``env/extravars``
+(mode 0600), which is removed when the run ends, whatever the outcome. ansible-runner's
+own env files are suppressed (``suppress_env_files``); facts are not cached to disk;
+task arguments are not displayed (``ANSIBLE_DISPLAY_ARGS_TO_STDOUT=False``); results of
+``no_log`` tasks are censored by ansible-runner's callback before they are written.
+What remains in the artifacts is what the role itself prints without ``no_log``, plus
+ansible-runner's ``command`` file, which records the operator's environment variables.
+
+The run itself is blocking; :func:`run_async` moves it to a thread and, if the awaiting
+task is cancelled (operator shutdown), stops the run and waits until it has stopped.
+Stopping needs care with ansible-core 2.19: its worker processes call ``setsid()``, so
+ansible-runner's cancellation (SIGKILL to ansible-playbook's process group) would leave
+them and their modules running as orphans. :class:`Cancellation` first sends SIGTERM to
+ansible-playbook, whose handler forwards it to the workers, which kill their own process
+groups; only if that has not ended the run after a grace period does ansible-runner's
+SIGKILL follow.
+"""
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import os
+import pathlib
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+import ansible_runner
+import yaml
+
+from ansible_kopf import events, extravars, watches
+
+logger = logging.getLogger(__name__)
+ansible_logger = logging.getLogger('ansible_kopf.ansible')  # the streamed task results
+
+CLUSTER_SCOPE: Final = '_cluster'  # the "namespace" directory of cluster-scoped objects
+CANCEL_GRACE: Final = 10.0  # seconds between SIGTERM and ansible-runner's SIGKILL
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Process-wide knobs for all runs."""
+    workdir: pathlib.Path
+    verbosity: int = 0
+    log_events: str = 'Tasks'
+    kubeconfig: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What to run, for which object, with which variables."""
+    target: watches.Target
+    roles_path: tuple[pathlib.Path, ...]
+    private_data_dir: pathlib.Path
+    extravars: Mapping[str, Any]
+    max_artifacts: int
+    label: str  # for the log: "<group>/<version>/<kind> <namespace>/<name>"
+
+
+def private_data_dir(workdir: pathlib.Path, *, group: str, kind: str,
+                     namespace: str | None, name: str) -> pathlib.Path:
+    return workdir / (group or 'core') / kind / (namespace or CLUSTER_SCOPE) / name
+
+
+def _write_if_changed(path: pathlib.Path, content: str) -> None:
+    """Write atomically, and only when the content differs (cheap on every run)."""
+    try:
+        if path.read_text(encoding='utf-8') == content:
+            return
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    temporary.write_text(content, encoding='utf-8')
+    os.replace(temporary, path)
+
+
+def inventory(workdir: pathlib.Path) -> pathlib.Path:
+    """The inventory: localhost, local connection, modules run by this very Python."""
+    path = workdir / 'inventory.yml'
+    _write_if_changed(path, yaml.safe_dump({'all': {'hosts': {'localhost': {
+        'ansible_connection': 'local',
+        'ansible_python_interpreter': sys.executable,  # finds the `kubernetes` client
+    }}}}))
+    return path
+
+
+def playbook(target: watches.Target, workdir: pathlib.Path) -> pathlib.Path:
+    """The playbook to run: the target itself, or a generated one that applies the role."""
+    if target.type == 'playbook':
+        return target.path
+    digest = hashlib.sha256(str(target.path).encode()).hexdigest()[:12]
+    path = workdir / 'playbooks' / f"role-{target.path.name}-{digest}.yml"
+    _write_if_changed(path, yaml.safe_dump([{
+        'name': f"Reconcile with role {target.path.name}",
+        'hosts': 'localhost',
+        'connection': 'local',
+        'gather_facts': False,
+        'roles': [{'role': str(target.path)}],
+    }], sort_keys=False))
+    return path
+
+
+def envvars(job: Job, settings: Settings, environ: Mapping[str, str]) -> dict[str, str]:
+    """Environment of ansible-playbook, on top of the operator's own."""
+    roles_path = [str(p) for p in job.roles_path]
+    if job.target.type == 'role':
+        roles_path.append(str(job.target.path.parent))
+    if environ.get('ANSIBLE_ROLES_PATH'):
+        roles_path.append(environ['ANSIBLE_ROLES_PATH'])
+    bindir = os.path.dirname(sys.executable)  # ansible-playbook of this environment
+    path = environ.get('PATH', os.defpath)
+    tmp = str(settings.workdir / 'tmp')
+    result = {
+        'PATH': path if bindir in path.split(os.pathsep) else f"{bindir}{os.pathsep}{path}",
+        'ANSIBLE_ROLES_PATH': ':'.join(roles_path),
+        'ANSIBLE_GATHERING': 'explicit',
+        'ANSIBLE_DISPLAY_ARGS_TO_STDOUT': 'False',
+        'ANSIBLE_NOCOLOR': 'True',
+        'ANSIBLE_PIPELINING': environ.get('ANSIBLE_PIPELINING', 'True'),
+        'ANSIBLE_LOCAL_TEMP': environ.get('ANSIBLE_LOCAL_TEMP', tmp),
+        'ANSIBLE_REMOTE_TEMP': environ.get('ANSIBLE_REMOTE_TEMP', tmp),
+    }
+    if settings.kubeconfig:
+        result['K8S_AUTH_KUBECONFIG'] = settings.kubeconfig
+    return result
+
+
+class Cancellation:
+    """ansible-runner's ``cancel_callback``: SIGTERM ansible-playbook first, SIGKILL later."""
+
+    def __init__(self, requested: threading.Event | None, collector: events.Collector) -> None:
+        self._requested = requested
+        self._collector = collector
+        self._terminated_at: float | None = None
+
+    def __call__(self) -> bool:
+        if self._requested is None or not self._requested.is_set():
+            return False
+        if self._terminated_at is None:
+            self._terminated_at = time.monotonic()
+            pid = self._collector.controller_pid
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+        return time.monotonic() - self._terminated_at > CANCEL_GRACE
+
+
+def new_ident() -> str:
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+
+
+def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) -> events.Outcome:
+    """Run the job to completion (blocking) and return its outcome."""
+    ident = new_ident()
+    collector = events.Collector(logger=ansible_logger, label=job.label,
+                                 log_events=settings.log_events)
+    env_dir = job.private_data_dir / 'env'
+    env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    variables = env_dir / 'extravars'  # ansible-runner passes it as `-e @<path>`
+    started = time.monotonic()
+    status, rc = 'failed', -1
+    try:
+        descriptor = os.open(variables, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, 'w', encoding='utf-8') as file:
+            file.write(extravars.dumps(job.extravars))
+        result = ansible_runner.run(
+            private_data_dir=str(job.private_data_dir),
+            playbook=str(playbook(job.target, settings.workdir)),
+            inventory=str(inventory(settings.workdir)),
+            ident=ident,
+            rotate_artifacts=job.max_artifacts,
+            envvars=envvars(job, settings, os.environ),
+            verbosity=settings.verbosity or None,
+            quiet=True,  # do not echo Ansible's output to our stdout; the collector logs it
+            suppress_env_files=True,  # no env/envvars etc. written from our arguments
+            fact_cache_type='memory',  # no facts cached into the artifacts
+            event_handler=collector,
+            cancel_callback=Cancellation(cancel, collector),
+        )
+        status, rc = str(result.status), (result.rc if result.rc is not None else -1)
+    except Exception as e:  # a broken run must not break the operator: report it as failed
+        logger.exception(f"[{job.label}] ansible-runner could not run")
+        collector.errors.append(f"ansible-runner error: {e}")
+    finally:
+        variables.unlink(missing_ok=True)
+    return collector.outcome(status=status, rc=rc, ident=ident,
+                             duration=time.monotonic() - started)
+
+
+async def run_async(job: Job, settings: Settings) -> events.Outcome:
+    """Run in a thread; on cancellation stop ansible and wait for the cleanup."""
+    cancel = threading.Event()
+    task = asyncio.ensure_future(asyncio.to_thread(run, job, settings, cancel=cancel))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        cancel.set()
+        await asyncio.wait({task})  # the extravars file is gone once the thread is done
+        raise

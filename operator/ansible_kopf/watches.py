@@ -1,0 +1,309 @@
+"""
+``watches.yaml``: which role or playbook reconciles which group/version/kind.
+
+The file is a YAML list; each entry uses the Operator SDK's keys with the SDK's meanings,
+so that users can move between the two tools:
+
+``group``, ``version``, ``kind``
+    Required. ``group`` may be empty (the core API group).
+``role`` | ``playbook``
+    Exactly one. A role is a directory: a path relative to the watches file (or absolute),
+    or a name looked up in ``roles/`` next to the watches file and in ``ANSIBLE_ROLES_PATH``.
+    A playbook is a file, relative to the watches file (or absolute).
+``vars``
+    A mapping added to the role's variables (trusted: not marked unsafe).
+``reconcilePeriod``
+    A Go duration (``30s``, ``1m30s``); ``0`` or absent: no periodic re-runs.
+``manageStatus``
+    Default true: the operator writes ``.status``. False: the role owns ``.status``.
+``finalizer``
+    ``{name, role | playbook | vars}``. Runs on deletion before the object goes away.
+    With only ``vars``, the main role/playbook runs again with those variables added.
+``snakeCaseParameters``
+    Default true: spec keys reach the role in snake_case (the SDK's algorithm).
+``markUnsafe``
+    Default **true** here (the SDK defaults to false): every string from the object reaches
+    Ansible as an unsafe value, so that ``{{ ... }}`` typed into a spec is never templated.
+``maxConcurrentReconciles``
+    Runs of this kind at the same time (default 1); the process-wide bound still applies.
+``maxRunnerArtifacts``
+    Artifact directories kept per object (default ``MAX_RUNNER_ARTIFACTS``, else 20).
+``selector``
+    Only ``matchLabels`` is supported (a kopf label filter).
+
+Accepted for compatibility but ignored, with a warning: ``watchDependentResources``,
+``watchClusterScopedResources``, ``watchAnnotationsChanges``, ``blacklist``.
+Any other key is an error at start-up, as are wrong types, missing paths and duplicate GVKs.
+``${VAR}`` references are replaced by environment variables before parsing (as in the SDK).
+"""
+import dataclasses
+import logging
+import os
+import pathlib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal
+
+import yaml
+
+from ansible_kopf import constants, durations
+
+logger = logging.getLogger(__name__)
+
+KNOWN_KEYS: Final = (
+    'group', 'version', 'kind', 'role', 'playbook', 'vars', 'reconcilePeriod',
+    'manageStatus', 'finalizer', 'snakeCaseParameters', 'markUnsafe',
+    'maxConcurrentReconciles', 'maxRunnerArtifacts', 'selector',
+)
+IGNORED_KEYS: Final = (
+    'watchDependentResources', 'watchClusterScopedResources', 'watchAnnotationsChanges',
+    'blacklist',
+)
+FINALIZER_KEYS: Final = ('name', 'role', 'playbook', 'vars')
+_ENV_REFERENCE: Final = re.compile(r'\$\{([^}]+)\}')
+
+
+class WatchesError(ValueError):
+    """The watches file cannot be used; the message names the file, the entry and the key."""
+
+
+_Fail = Callable[[str], WatchesError]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What to run: a role directory or a playbook file (absolute paths)."""
+    type: Literal['role', 'playbook']
+    path: pathlib.Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Finalizer:
+    name: str
+    target: Target  # the entry's own target when the finalizer declares only vars
+    vars: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Watch:
+    group: str
+    version: str
+    kind: str
+    target: Target
+    vars: Mapping[str, Any]
+    reconcile_period: float  # seconds; 0 disables periodic re-runs
+    manage_status: bool
+    finalizer: Finalizer | None
+    snake_case_parameters: bool
+    mark_unsafe: bool
+    max_concurrent_reconciles: int
+    max_runner_artifacts: int
+    match_labels: Mapping[str, str]
+    roles_path: tuple[pathlib.Path, ...]  # for ANSIBLE_ROLES_PATH: dependencies, include_role
+
+    @property
+    def gvk(self) -> str:
+        return f"{self.group}/{self.version}/{self.kind}"
+
+
+def load(
+        path: pathlib.Path,
+        *,
+        default_max_runner_artifacts: int = constants.DEFAULT_MAX_RUNNER_ARTIFACTS,
+        env: Mapping[str, str] | None = None,
+) -> tuple[Watch, ...]:
+    """Read and validate the watches file; raise :class:`WatchesError` on any problem."""
+    env = os.environ if env is None else env
+    path = path.absolute()
+    try:
+        text = path.read_text(encoding='utf-8')
+    except OSError as e:
+        raise WatchesError(f"{path}: cannot read the watches file: {e.strerror}") from None
+    text = _ENV_REFERENCE.sub(lambda m: env.get(m.group(1), m.group(0)), text)
+    try:
+        entries = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise WatchesError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(entries, list) or not entries:
+        raise WatchesError(f"{path}: expected a non-empty YAML list of entries")
+
+    parser = _Parser(path=path, env=env, default_max_runner_artifacts=default_max_runner_artifacts)
+    result = tuple(parser.entry(index, entry) for index, entry in enumerate(entries, start=1))
+    seen: set[tuple[str, str, str]] = set()
+    for watch in result:
+        key = (watch.group, watch.version, watch.kind)
+        if key in seen:
+            raise WatchesError(f"{path}: duplicate entry for {watch.gvk}")
+        seen.add(key)
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parser:
+    path: pathlib.Path
+    env: Mapping[str, str]
+    default_max_runner_artifacts: int
+
+    @property
+    def base(self) -> pathlib.Path:
+        return self.path.parent
+
+    def entry(self, index: int, raw: Any) -> Watch:
+        if not isinstance(raw, Mapping):
+            raise WatchesError(f"{self.path} entry #{index}: expected a mapping, "
+                               f"got {type(raw).__name__}")
+        where = self._where(index, raw)
+
+        def fail(message: str) -> WatchesError:
+            return WatchesError(f"{self.path} entry {where}: {message}")
+
+        for key in raw:
+            if key in IGNORED_KEYS:
+                logger.warning(f"{self.path} entry {where}: {key!r} is not supported "
+                               f"by this operator and is ignored")
+            elif key not in KNOWN_KEYS:
+                raise fail(f"unknown key {key!r} (known: {', '.join(KNOWN_KEYS)})")
+
+        group = self._string(raw, 'group', fail, required=True, empty=True)
+        version = self._string(raw, 'version', fail, required=True)
+        kind = self._string(raw, 'kind', fail, required=True)
+        target = self._target(raw, fail)
+        if target is None:
+            raise fail("one of 'role' or 'playbook' is required")
+        return Watch(
+            group=group, version=version, kind=kind,
+            target=target,
+            vars=self._vars(raw, fail),
+            reconcile_period=self._period(raw, fail),
+            manage_status=self._bool(raw, 'manageStatus', fail, default=True),
+            finalizer=self._finalizer(raw, fail, target),
+            snake_case_parameters=self._bool(raw, 'snakeCaseParameters', fail, default=True),
+            mark_unsafe=self._bool(raw, 'markUnsafe', fail, default=True),
+            max_concurrent_reconciles=self._int(
+                raw, 'maxConcurrentReconciles', fail,
+                default=constants.DEFAULT_MAX_CONCURRENT_RECONCILES),
+            max_runner_artifacts=self._int(
+                raw, 'maxRunnerArtifacts', fail, default=self.default_max_runner_artifacts),
+            match_labels=self._selector(raw, fail),
+            roles_path=self._roles_path(),
+        )
+
+    @staticmethod
+    def _where(index: int, raw: Mapping[str, Any]) -> str:
+        parts = [raw.get('group'), raw.get('version'), raw.get('kind')]
+        if all(isinstance(part, str) for part in parts):
+            return '/'.join(str(part) for part in parts)
+        shown = '/'.join(part if isinstance(part, str) else '?' for part in parts)
+        return f"#{index} ({shown})"
+
+    @staticmethod
+    def _string(raw: Mapping[str, Any], key: str, fail: _Fail, *,
+                required: bool = False, empty: bool = False) -> str:
+        if key not in raw:
+            if required:
+                raise fail(f"missing required key {key!r}")
+            return ''
+        value = raw[key]
+        if value is None and empty:
+            return ''
+        if not isinstance(value, str):
+            raise fail(f"{key!r} must be a string, got {type(value).__name__}")
+        if not value and not empty:
+            raise fail(f"{key!r} must not be empty")
+        return value
+
+    @staticmethod
+    def _bool(raw: Mapping[str, Any], key: str, fail: _Fail, *, default: bool) -> bool:
+        value = raw.get(key, default)
+        if not isinstance(value, bool):
+            raise fail(f"{key!r} must be true or false, got {value!r}")
+        return value
+
+    @staticmethod
+    def _int(raw: Mapping[str, Any], key: str, fail: _Fail, *, default: int) -> int:
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail(f"{key!r} must be an integer >= 1, got {value!r}")
+        return value
+
+    @staticmethod
+    def _vars(raw: Mapping[str, Any], fail: _Fail, label: str = 'vars') -> Mapping[str, Any]:
+        value = raw.get('vars') or {}
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise fail(f"{label!r} must be a mapping with string keys")
+        return dict(value)
+
+    @staticmethod
+    def _period(raw: Mapping[str, Any], fail: _Fail) -> float:
+        value = raw.get('reconcilePeriod', '0')
+        if value == 0 and not isinstance(value, bool):
+            return 0.0
+        if not isinstance(value, str):
+            raise fail(f"'reconcilePeriod' must be a duration string like '30s' or '1m30s', "
+                       f"got {value!r}")
+        try:
+            return durations.parse(value)
+        except durations.DurationError as e:
+            raise fail(f"'reconcilePeriod': {e}") from None
+
+    @staticmethod
+    def _selector(raw: Mapping[str, Any], fail: _Fail) -> Mapping[str, str]:
+        value = raw.get('selector') or {}
+        if not isinstance(value, Mapping):
+            raise fail("'selector' must be a mapping")
+        unsupported = [key for key in value if key != 'matchLabels']
+        if unsupported:
+            raise fail(f"'selector': only 'matchLabels' is supported, got {unsupported[0]!r}")
+        labels = value.get('matchLabels') or {}
+        if not isinstance(labels, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            raise fail("'selector.matchLabels' must map strings to strings")
+        return dict(labels)
+
+    def _target(self, raw: Mapping[str, Any], fail: _Fail, where: str = '') -> Target | None:
+        role = self._string(raw, 'role', fail)
+        playbook = self._string(raw, 'playbook', fail)
+        if role and playbook:
+            raise fail(f"{where}'role' and 'playbook' are mutually exclusive; set one")
+        if playbook:
+            path = (self.base / playbook).absolute()
+            if not path.is_file():
+                raise fail(f"{where}playbook {playbook!r} not found (looked for {path})")
+            return Target(type='playbook', path=path)
+        if role:
+            candidates = self._role_candidates(role)
+            for candidate in candidates:
+                if candidate.is_dir():
+                    return Target(type='role', path=candidate.absolute())
+            looked = ', '.join(str(c) for c in candidates)
+            raise fail(f"{where}role {role!r} not found (looked in: {looked})")
+        return None
+
+    def _role_candidates(self, role: str) -> list[pathlib.Path]:
+        if os.path.isabs(role):
+            return [pathlib.Path(role)]
+        candidates = [self.base / role, self.base / 'roles' / role]
+        for entry in self.env.get('ANSIBLE_ROLES_PATH', '').split(':'):
+            if entry:
+                candidates.append(pathlib.Path(entry) / role)
+        return candidates
+
+    def _roles_path(self) -> tuple[pathlib.Path, ...]:
+        return (self.base / 'roles',)
+
+    def _finalizer(self, raw: Mapping[str, Any], fail: _Fail, main: Target) -> Finalizer | None:
+        if 'finalizer' not in raw:
+            return None
+        value = raw['finalizer']
+        if not isinstance(value, Mapping):
+            raise fail("'finalizer' must be a mapping with 'name' and one of "
+                       "'role', 'playbook' or 'vars'")
+        for key in value:
+            if key not in FINALIZER_KEYS:
+                raise fail(f"unknown key 'finalizer.{key}' (known: {', '.join(FINALIZER_KEYS)})")
+        name = self._string(value, 'name', lambda m: fail(f"finalizer: {m}"), required=True)
+        variables = self._vars(value, fail, label='finalizer.vars')
+        target = self._target(value, fail, where='finalizer: ')
+        if target is None and not variables:
+            raise fail("finalizer: one of 'role', 'playbook' or 'vars' is required")
+        return Finalizer(name=name, target=target or main, vars=variables)
