@@ -40,8 +40,7 @@ CNF
 }
 
 write_kubeconfig() {
-  local token=$1 ca
-  ca=$(base64 -w0 < "$PKI_DIR/ca.crt")
+  local token=$1
   install -m 600 /dev/null "$KUBECONFIG_FILE"
   cat > "$KUBECONFIG_FILE" <<KC
 apiVersion: v1
@@ -50,7 +49,9 @@ clusters:
 - name: otus-local
   cluster:
     server: https://$NODE_IP:6443
-    certificate-authority-data: $ca
+    # A path, not -data: the Python client writes -data to a new temp file in every
+    # process, and every Ansible module run is a new process.
+    certificate-authority: $PKI_DIR/ca.crt
 users:
 - name: admin
   user:
