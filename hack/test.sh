@@ -9,7 +9,7 @@ export PATH="$venv/bin:$PATH"
 export PYTHONPATH="$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
 
 echo ">> lint: ruff, mypy, yamllint, ansible-lint, shellcheck"
-ruff check operator tests cluster/dns hack
+ruff check operator tests cluster images deploy
 mypy
 yamllint -s .
 ansible-lint -q
@@ -17,7 +17,7 @@ if ! command -v shellcheck >/dev/null; then
   echo ">> installing shellcheck (Debian package)"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; } >/dev/null
 fi
-shellcheck -x -P cluster cluster/cluster.sh cluster/lib/*.sh cluster/images/*.sh hack/*.sh .ci/run
+shellcheck -x -P cluster cluster/cluster.sh cluster/lib/*.sh cluster/images/*.sh images/operator/*.sh hack/*.sh .ci/run
 echo ">> lint passed"
 [ "${1:-}" = "--lint-only" ] && exit 0
 

@@ -102,8 +102,11 @@ def finalizer_name(entries: Sequence[watches.Watch], logger: kopf.Logger) -> str
     return names[0]
 
 
-def configure(settings: kopf.OperatorSettings, *, finalizer: str) -> None:
+def configure(settings: kopf.OperatorSettings, *, finalizer: str, namespaced: bool) -> None:
     settings.persistence.finalizer = finalizer
+    # Watching fixed namespaces needs no cluster-wide scans of namespaces and CRDs; without
+    # the RBAC for them kopf would retry each 403 for about a minute before falling back.
+    settings.scanning.disabled = namespaced
     # kopf's bookkeeping goes to annotations with our prefix, so .status stays the role's.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
         prefix=constants.ANNOTATION_PREFIX)
@@ -145,7 +148,7 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: 
                                default_max_runner_artifacts=cfg.max_runner_artifacts)
     except (config.ConfigError, watches.WatchesError) as e:
         raise kopf.PermanentError(str(e)) from None
-    configure(settings, finalizer=finalizer_name(entries, logger))
+    configure(settings, finalizer=finalizer_name(entries, logger), namespaced=not cfg.clusterwide)
     shared = runner.Settings(workdir=cfg.workdir, verbosity=cfg.verbosity,
                              log_events=cfg.log_events, kubeconfig=cfg.kubeconfig)
     throttle = locks.Throttle(cfg.max_runs)

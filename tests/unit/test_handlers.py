@@ -79,7 +79,7 @@ def test_finalizer_name(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_configure_keeps_kopf_state_out_of_status() -> None:
     settings = kopf.OperatorSettings()
-    handlers.configure(settings, finalizer='otus.homework/finalizer')
+    handlers.configure(settings, finalizer='otus.homework/finalizer', namespaced=False)
     assert settings.persistence.finalizer == 'otus.homework/finalizer'
     assert isinstance(settings.persistence.progress_storage, kopf.AnnotationsProgressStorage)
     assert isinstance(settings.persistence.diffbase_storage, kopf.AnnotationsDiffBaseStorage)
@@ -87,6 +87,14 @@ def test_configure_keeps_kopf_state_out_of_status() -> None:
     assert settings.posting.level == logging.WARNING
     assert settings.watching.server_timeout is not None
     assert settings.peering.standalone
+
+
+def test_configure_skips_cluster_scans_only_for_fixed_namespaces() -> None:
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings, finalizer='a.io/f', namespaced=True)
+    assert settings.scanning.disabled
+    handlers.configure(settings, finalizer='a.io/f', namespaced=False)
+    assert not settings.scanning.disabled
 
 
 def test_register_per_entry() -> None:
