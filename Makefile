@@ -3,13 +3,16 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/; s/\$$\$$/\$$/g'
 
 test:  ## lint + unit + integration tests (brings up the local cluster unless KUBECONFIG is set)
 	./hack/test.sh
 
 run:  ## run the operator against $$KUBECONFIG or the local cluster, with the sample MySQL object
 	./hack/run.sh
+
+molecule:  ## molecule test -s $$s (s=role or s=operator) against $$KUBECONFIG or the local cluster
+	./hack/molecule.sh $(s)
 
 lint:  ## linters only
 	./hack/test.sh --lint-only
@@ -26,4 +29,4 @@ cluster-status:  ## show what runs
 cluster-purge:  ## stop the local cluster and delete its state
 	./cluster/cluster.sh purge
 
-.PHONY: help test run lint cluster-up cluster-down cluster-status cluster-purge
+.PHONY: help test run molecule lint cluster-up cluster-down cluster-status cluster-purge
