@@ -9,7 +9,7 @@ export PATH="$venv/bin:$PATH"
 export PYTHONPATH="$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
 
 echo ">> lint: ruff, mypy, yamllint, ansible-lint, shellcheck"
-ruff check operator tests cluster images deploy
+ruff check operator tests cluster images deploy bench
 mypy
 yamllint -s .
 ansible-lint -q

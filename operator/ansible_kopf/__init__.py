@@ -11,6 +11,8 @@ Modules, one concept each; layers import only downward::
     reconciling                          one run for one object: lock, read, mark, run, report
     runner, events, status, kubeapi,     ansible-runner; its event stream; .status content;
       locks                              the API calls; concurrency bounds
+    warm                                 warm Ansible servers: started once, forked per run
+    zygote, launch, wire                 the servers' process, their per-run client, protocol
     watches, extravars, config,          watches.yaml; a run's variables; env configuration;
       casing, durations                  SDK snake_case; Go durations
     constants                            names and defaults

@@ -4,7 +4,8 @@ The operator's process-wide configuration, read once from environment variables.
 Names follow the Operator SDK where it has one (``WATCHES_FILE``, ``WATCH_NAMESPACE``,
 ``ANSIBLE_VERBOSITY``, ``MAX_RUNNER_ARTIFACTS``, ``HEALTH_PROBE_BIND_ADDRESS``,
 ``ANSIBLE_LOG_EVENTS`` for the SDK's ``--ansible-log-events``); the rest are
-prefixed ``ANSIBLE_KOPF_``. Behaviour per kind lives in ``watches.yaml``, not here.
+prefixed ``ANSIBLE_KOPF_`` (``ANSIBLE_KOPF_WARM=false`` turns the warm servers of
+:mod:`warm` off). Behaviour per kind lives in ``watches.yaml``, not here.
 """
 import dataclasses
 import os
@@ -30,6 +31,7 @@ class Config:
     log_events: str  # Nothing | Tasks | Everything
     liveness_endpoint: str | None  # e.g. http://0.0.0.0:8080/healthz
     kubeconfig: str | None  # handed to kubernetes.core as K8S_AUTH_KUBECONFIG
+    warm: bool = True  # runs fork from warm Ansible servers (see warm.py)
 
     @property
     def clusterwide(self) -> bool:
@@ -67,6 +69,17 @@ def liveness_endpoint(address: str) -> str | None:
     return f"http://{host or '0.0.0.0'}:{port}{constants.HEALTH_PATH}"  # noqa: S104
 
 
+def _boolean(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, '').strip().lower()
+    if not raw:
+        return default
+    if raw in ('1', 'true', 'yes', 'on'):
+        return True
+    if raw in ('0', 'false', 'no', 'off'):
+        return False
+    raise ConfigError(f"{name}={raw!r}: expected true or false")
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Config:
     """Read the configuration; raise :class:`ConfigError` naming the bad variable."""
     env = os.environ if env is None else env
@@ -91,4 +104,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
         log_events=matching[0],
         liveness_endpoint=liveness_endpoint(env.get(constants.ENV_HEALTH_PROBE, '')),
         kubeconfig=env.get(constants.ENV_KUBECONFIG, '').strip() or None,
+        warm=_boolean(env, constants.ENV_WARM, True),
     )

@@ -14,6 +14,7 @@ ENV_MAX_RUNS: Final = 'ANSIBLE_KOPF_MAX_RUNS'
 ENV_MAX_RUNNER_ARTIFACTS: Final = 'MAX_RUNNER_ARTIFACTS'
 ENV_HEALTH_PROBE: Final = 'HEALTH_PROBE_BIND_ADDRESS'
 ENV_KUBECONFIG: Final = 'KUBECONFIG'
+ENV_WARM: Final = 'ANSIBLE_KOPF_WARM'  # false: every run starts a cold ansible-playbook
 
 # --- Defaults. ---
 DEFAULT_WATCHES_FILE: Final = './watches.yaml'

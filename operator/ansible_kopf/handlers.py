@@ -20,6 +20,7 @@ kopf also puts it on objects with a timer, to stop the timer cleanly on deletion
 Failures post a Warning event on the object with the failed task's message and are
 retried with exponential backoff (kopf keeps the retry count in an annotation).
 """
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from ansible_kopf import (
     locks,
     reconciling,
     runner,
+    warm,
     watches,
 )
 
@@ -141,7 +143,8 @@ def register(registry: kopf.OperatorRegistry,
 
 
 @kopf.on.startup()
-async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo: kopf.Memo,
+                  **_: Any) -> None:
     try:
         cfg = config.from_env()
         entries = watches.load(cfg.watches_file,
@@ -149,8 +152,10 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: 
     except (config.ConfigError, watches.WatchesError) as e:
         raise kopf.PermanentError(str(e)) from None
     configure(settings, finalizer=finalizer_name(entries, logger), namespaced=not cfg.clusterwide)
+    pool = warm.Pool(cfg.workdir / 'warm') if cfg.warm else None
+    memo['pool'] = pool
     shared = runner.Settings(workdir=cfg.workdir, verbosity=cfg.verbosity,
-                             log_events=cfg.log_events, kubeconfig=cfg.kubeconfig)
+                             log_events=cfg.log_events, kubeconfig=cfg.kubeconfig, pool=pool)
     throttle = locks.Throttle(cfg.max_runs)
     api = kubeapi.connect()
     register(kopf.get_default_registry(), [
@@ -159,3 +164,11 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, **_: 
     ])
     for watch in entries:
         logger.info(f"Watching {watch.gvk} with {watch.target.type} {watch.target.path}")
+
+
+@kopf.on.cleanup()
+async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
+    """Stop the warm Ansible servers (they would also stop on their own: they watch us)."""
+    pool = memo.get('pool')
+    if isinstance(pool, warm.Pool):
+        await asyncio.to_thread(pool.close)

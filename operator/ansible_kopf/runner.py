@@ -19,6 +19,12 @@ task arguments are not displayed (``ANSIBLE_DISPLAY_ARGS_TO_STDOUT=False``); res
 What remains in the artifacts is what the role itself prints without ``no_log``, plus
 ansible-runner's ``command`` file, which records the operator's environment variables.
 
+Warm path (``Settings.pool``, see :mod:`warm`): the run is prepared by ansible-runner
+(``init_runner``) exactly as a cold one; only its command is replaced by :mod:`launch`,
+which has a warm server fork an already-imported ``ansible-playbook``, and the
+inventory's interpreter sends pipelined modules to a warm module server. Events,
+artifacts, status, rc and cancellation remain ansible-runner's.
+
 The run itself is blocking; :func:`run_async` moves it to a thread and, if the awaiting
 task is cancelled (operator shutdown), stops the run and waits until it has stopped.
 Stopping needs care with ansible-core 2.19: its worker processes call ``setsid()``, so
@@ -44,9 +50,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import ansible_runner
+import ansible_runner.interface
 import yaml
 
-from ansible_kopf import events, extravars, watches
+from ansible_kopf import events, extravars, warm, watches
 
 logger = logging.getLogger(__name__)
 ansible_logger = logging.getLogger('ansible_kopf.ansible')  # the streamed task results
@@ -62,6 +69,7 @@ class Settings:
     verbosity: int = 0
     log_events: str = 'Tasks'
     kubeconfig: str | None = None
+    pool: warm.Pool | None = None  # warm servers (see :mod:`warm`); None: every run cold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,12 +101,16 @@ def _write_if_changed(path: pathlib.Path, content: str) -> None:
     os.replace(temporary, path)
 
 
-def inventory(workdir: pathlib.Path) -> pathlib.Path:
-    """The inventory: localhost, local connection, modules run by this very Python."""
-    path = workdir / 'inventory.yml'
+def inventory(workdir: pathlib.Path, interpreter: str = sys.executable) -> pathlib.Path:
+    """
+    The inventory: localhost, local connection, modules run by this very Python (which
+    finds the ``kubernetes`` client), or by the warm module server's interpreter script.
+    """
+    name = 'inventory.yml' if interpreter == sys.executable else 'inventory-warm.yml'
+    path = workdir / name
     _write_if_changed(path, yaml.safe_dump({'all': {'hosts': {'localhost': {
         'ansible_connection': 'local',
-        'ansible_python_interpreter': sys.executable,  # finds the `kubernetes` client
+        'ansible_python_interpreter': interpreter,
     }}}}))
     return path
 
@@ -182,10 +194,11 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
         descriptor = os.open(variables, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, 'w', encoding='utf-8') as file:
             file.write(extravars.dumps(job.extravars))
-        result = ansible_runner.run(
+        interpreter = settings.pool.interpreter() if settings.pool else sys.executable
+        result = ansible_runner.interface.init_runner(
             private_data_dir=str(job.private_data_dir),
             playbook=str(playbook(job.target, settings.workdir)),
-            inventory=str(inventory(settings.workdir)),
+            inventory=str(inventory(settings.workdir, interpreter)),
             ident=ident,
             rotate_artifacts=job.max_artifacts,
             envvars=envvars(job, settings, os.environ),
@@ -196,6 +209,10 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
             event_handler=collector,
             cancel_callback=Cancellation(cancel, collector),
         )
+        if settings.pool is not None:  # same run, but forked from an imported ansible
+            result.config.command = settings.pool.command(result.config.command,
+                                                          result.config.env)
+        result.run()
         status, rc = str(result.status), (result.rc if result.rc is not None else -1)
     except Exception as e:  # a broken run must not break the operator: report it as failed
         logger.exception(f"[{job.label}] ansible-runner could not run")

@@ -7,7 +7,9 @@ Standard library only: :mod:`launch` imports this module in a Python started wit
 ``-I -S`` (no site-packages), to keep the per-run client cheap.
 """
 import array
+import contextlib
 import json
+import os
 import socket
 import struct
 from collections.abc import Sequence
@@ -45,20 +47,31 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
 
 
 def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
-    """One message and the descriptors sent with it; ``(None, [])`` at a clean end."""
+    """
+    One message and the descriptors sent with it; ``(None, [])`` at a clean end. The
+    descriptors of a message that turns out to be broken are closed, not leaked.
+    """
     fds = array.array('i')
     data, ancillary, _, _ = sock.recvmsg(HEADER.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
-    if not data:
-        return None, list(fds)
-    if len(data) < HEADER.size:
-        data += _exactly(sock, HEADER.size - len(data))
-    (size,) = HEADER.unpack(data)
-    if size > MAX_MESSAGE:
-        raise WireError(f"message of {size} bytes is too large")
-    message = json.loads(_exactly(sock, size))
-    if not isinstance(message, dict):
-        raise WireError('a message must be a JSON object')
+    try:
+        if not data:
+            if fds:
+                raise WireError('descriptors without a message')
+            return None, []
+        if len(data) < HEADER.size:
+            data += _exactly(sock, HEADER.size - len(data))
+        (size,) = HEADER.unpack(data)
+        if size > MAX_MESSAGE:
+            raise WireError(f"message of {size} bytes is too large")
+        message = json.loads(_exactly(sock, size))
+        if not isinstance(message, dict):
+            raise WireError('a message must be a JSON object')
+    except BaseException:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
     return message, list(fds)

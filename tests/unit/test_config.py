@@ -17,6 +17,7 @@ def test_defaults_from_an_empty_environment() -> None:
     assert cfg.liveness_endpoint is None
     assert cfg.kubeconfig is None
     assert cfg.workdir.name == 'ansible-kopf'
+    assert cfg.warm
 
 
 def test_values_from_the_environment(tmp_path: pathlib.Path) -> None:
@@ -60,7 +61,16 @@ def test_liveness_endpoint(address: str, endpoint: str | None) -> None:
     ({'MAX_RUNNER_ARTIFACTS': '0'}, 'MAX_RUNNER_ARTIFACTS'),
     ({'ANSIBLE_LOG_EVENTS': 'Some'}, 'ANSIBLE_LOG_EVENTS'),
     ({'HEALTH_PROBE_BIND_ADDRESS': 'localhost'}, 'HEALTH_PROBE_BIND_ADDRESS'),
+    ({'ANSIBLE_KOPF_WARM': 'maybe'}, 'ANSIBLE_KOPF_WARM'),
 ])
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(config.ConfigError, match=message):
         config.from_env(env)
+
+
+@pytest.mark.parametrize(('value', 'warm'), [
+    ('false', False), ('0', False), (' No ', False), ('off', False),
+    ('true', True), ('1', True), ('yes', True), ('', True),
+])
+def test_warm_servers_can_be_turned_off(value: str, warm: bool) -> None:
+    assert config.from_env({'ANSIBLE_KOPF_WARM': value}).warm is warm

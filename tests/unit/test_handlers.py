@@ -6,7 +6,7 @@ import pathlib
 import kopf
 import pytest
 
-from ansible_kopf import events, handlers, locks, reconciling, runner, watches
+from ansible_kopf import events, handlers, locks, reconciling, runner, warm, watches
 
 TARGET = watches.Target(type='role', path=pathlib.Path('/roles/mysql'))
 WATCH = watches.Watch(
@@ -124,3 +124,11 @@ def test_register_per_entry() -> None:
     (timer,) = registry._spawning.get_all_handlers()
     assert timer.param is full
     assert (timer.interval, timer.idle, timer.initial_delay) == (90.0, 90.0, 90.0)  # type: ignore[union-attr]
+
+
+def test_cleanup_closes_the_warm_pool(tmp_path: pathlib.Path) -> None:
+    pool = warm.Pool(tmp_path / 'warm')
+    assert pool.interpreter() != pool.python  # open: modules go to its module server
+    asyncio.run(handlers.cleanup(memo=kopf.Memo(pool=pool)))
+    assert pool.interpreter() == pool.python  # closed: every run is cold
+    asyncio.run(handlers.cleanup(memo=kopf.Memo()))  # warm servers turned off: nothing to do

@@ -8,132 +8,25 @@ import asyncio
 import dataclasses
 import json
 import logging
-import os
 import pathlib
-import textwrap
 import time
-from typing import Any
 
 import pytest
 import yaml
 
-from ansible_kopf import extravars, runner, watches
+from ansible_kopf import runner, watches
+from tests import runs
+from tests.runs import (
+    INJECTION,
+    PASSWORD,
+    files_under,
+    make_job,
+    make_watch,
+    processes_mentioning,
+    write,
+)
 
 pytestmark = pytest.mark.ansible
-
-PASSWORD = 'Pa55-w0rd-not-for-disk'
-INJECTION = "{{ lookup('pipe', 'id') }}"
-
-
-def write(path: pathlib.Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-
-
-@pytest.fixture
-def tree(tmp_path: pathlib.Path) -> pathlib.Path:
-    write(tmp_path / 'roles' / 'demo' / 'tasks' / 'main.yml', """
-        - name: Write the database name as given in the spec
-          ansible.builtin.copy:
-            content: "{{ database }}"
-            dest: "{{ out_dir }}/database.txt"
-            mode: "0600"
-        - name: Record the types the role sees
-          ansible.builtin.copy:
-            content: "{{ {'server_id': server_id | type_debug,
-                          'port_string': port_string | type_debug,
-                          'port_string_value': port_string,
-                          'empty': empty | type_debug,
-                          'name': ansible_operator_meta.name} | to_json }}"
-            dest: "{{ out_dir }}/types.json"
-            mode: "0600"
-        - name: Use the password where only no_log tasks can see it
-          ansible.builtin.copy:
-            content: "{{ password }}"
-            dest: "{{ out_dir }}/password.txt"
-            mode: "0600"
-          no_log: true
-        - name: Publish custom stats
-          ansible.builtin.set_stats:
-            data:
-              endpoint: "{{ ansible_operator_meta.name }}.{{ ansible_operator_meta.namespace }}"
-        - name: Publish more custom stats
-          ansible.builtin.set_stats:
-            data:
-              replicas: 3
-    """)
-    write(tmp_path / 'roles' / 'failing' / 'tasks' / 'main.yml', """
-        - name: Succeed first
-          ansible.builtin.debug:
-            msg: fine
-        - name: Fail loudly
-          ansible.builtin.fail:
-            msg: "backup of {{ ansible_operator_meta.name }} failed"
-    """)
-    write(tmp_path / 'roles' / 'secretfail' / 'tasks' / 'main.yml', """
-        - name: Fail with a secret in the message
-          ansible.builtin.fail:
-            msg: "cannot log in with {{ password }}"
-          no_log: true
-    """)
-    write(tmp_path / 'playbooks' / 'quick.yml', """
-        - name: Quick
-          hosts: localhost
-          gather_facts: false
-          tasks:
-            - name: Say hello
-              ansible.builtin.debug:
-                msg: hello
-    """)
-    write(tmp_path / 'playbooks' / 'slow.yml', """
-        - name: Slow
-          hosts: localhost
-          gather_facts: false
-          tasks:
-            - name: Take a long time
-              ansible.builtin.command: sleep 60  # a unique command line to look for
-              changed_when: false
-    """)
-    (tmp_path / 'out').mkdir()
-    return tmp_path
-
-
-def make_watch(tree: pathlib.Path, target: watches.Target, **changes: Any) -> watches.Watch:
-    watch = watches.Watch(
-        group='otus.homework', version='v1', kind='MySQL', target=target,
-        vars={'out_dir': str(tree / 'out')}, reconcile_period=0.0, manage_status=True,
-        finalizer=None, snake_case_parameters=True, mark_unsafe=True,
-        max_concurrent_reconciles=1, max_runner_artifacts=20, match_labels={},
-        roles_path=(tree / 'roles',),
-    )
-    return dataclasses.replace(watch, **changes)
-
-
-def make_body() -> dict[str, Any]:
-    return {
-        'apiVersion': 'otus.homework/v1', 'kind': 'MySQL',
-        'metadata': {'name': 'db1', 'namespace': 'apps', 'uid': 'u-1', 'generation': 1},
-        'spec': {'database': INJECTION, 'password': PASSWORD, 'serverID': 7,
-                 'portString': '0123', 'empty': ''},
-    }
-
-
-def make_job(tree: pathlib.Path, watch: watches.Watch, *, max_artifacts: int = 20) -> runner.Job:
-    return runner.Job(
-        target=watch.target, roles_path=watch.roles_path,
-        private_data_dir=runner.private_data_dir(tree / 'work', group=watch.group,
-                                                 kind=watch.kind, namespace='apps', name='db1'),
-        extravars=extravars.build(make_body(), watch, finalizing=False),
-        max_artifacts=max_artifacts, label='otus.homework/v1/MySQL apps/db1',
-    )
-
-
-def settings(tree: pathlib.Path) -> runner.Settings:
-    return runner.Settings(workdir=tree / 'work')
-
-
-def files_under(path: pathlib.Path) -> list[pathlib.Path]:
-    return [p for p in path.rglob('*') if p.is_file()]
 
 
 def test_private_data_dir_layout(tmp_path: pathlib.Path) -> None:
@@ -175,11 +68,11 @@ def test_envvars(tmp_path: pathlib.Path) -> None:
     assert 'K8S_AUTH_KUBECONFIG' not in runner.envvars(job, runner.Settings(workdir=tmp_path), {})
 
 
-def test_successful_run_keeps_literals_and_leaves_no_secret_on_disk(tree: pathlib.Path) -> None:
+def test_successful_run_keeps_literals_and_leaves_no_secret_on_disk(tree: pathlib.Path, settings: runner.Settings) -> None:
     watch = make_watch(tree, watches.Target(type='role', path=tree / 'roles' / 'demo'))
     job = make_job(tree, watch)
     started = time.monotonic()
-    outcome = runner.run(job, settings(tree))
+    outcome = runner.run(job, settings)
     elapsed = time.monotonic() - started
 
     assert outcome.successful, outcome.message
@@ -210,18 +103,18 @@ def test_successful_run_keeps_literals_and_leaves_no_secret_on_disk(tree: pathli
         assert 'uid=' not in content, path
 
 
-def test_without_marking_ansible_would_evaluate_the_spec(tree: pathlib.Path) -> None:
+def test_without_marking_ansible_would_evaluate_the_spec(tree: pathlib.Path, settings: runner.Settings) -> None:
     # The control for the test above: the danger is real under this ansible-core.
     watch = make_watch(tree, watches.Target(type='role', path=tree / 'roles' / 'demo'),
                        mark_unsafe=False)
-    outcome = runner.run(make_job(tree, watch), settings(tree))
+    outcome = runner.run(make_job(tree, watch), settings)
     assert outcome.successful, outcome.message
     assert (tree / 'out' / 'database.txt').read_text().startswith('uid=')
 
 
-def test_failed_run_reports_the_task_and_its_message(tree: pathlib.Path) -> None:
+def test_failed_run_reports_the_task_and_its_message(tree: pathlib.Path, settings: runner.Settings) -> None:
     watch = make_watch(tree, watches.Target(type='role', path=tree / 'roles' / 'failing'))
-    outcome = runner.run(make_job(tree, watch), settings(tree))
+    outcome = runner.run(make_job(tree, watch), settings)
     assert not outcome.successful
     assert outcome.status == 'failed'
     assert outcome.rc != 0
@@ -232,12 +125,12 @@ def test_failed_run_reports_the_task_and_its_message(tree: pathlib.Path) -> None
 
 
 def test_no_log_failure_message_is_censored(
-        tree: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+        tree: pathlib.Path, settings: runner.Settings, caplog: pytest.LogCaptureFixture) -> None:
     # ansible-core 2.19 prints a no_log task's failure message; it must not reach the disk.
     watch = make_watch(tree, watches.Target(type='role', path=tree / 'roles' / 'secretfail'))
     job = make_job(tree, watch)
     with caplog.at_level(logging.DEBUG):
-        outcome = runner.run(job, dataclasses.replace(settings(tree), log_events='Everything'))
+        outcome = runner.run(job, dataclasses.replace(settings, log_events='Everything'))
     assert not outcome.successful
     assert outcome.failed_task == 'Fail with a secret in the message'
     assert outcome.message is not None
@@ -251,42 +144,44 @@ def test_no_log_failure_message_is_censored(
         assert PASSWORD not in path.read_text(errors='replace'), path
 
 
-def test_broken_playbook_fails_with_ansible_error(tree: pathlib.Path) -> None:
+def test_broken_playbook_fails_with_ansible_error(tree: pathlib.Path, settings: runner.Settings) -> None:
     write(tree / 'playbooks' / 'broken.yml', """
         - hosts: localhost
           roles: [no_such_role_anywhere]
     """)
     watch = make_watch(tree, watches.Target(type='playbook',
                                             path=tree / 'playbooks' / 'broken.yml'))
-    outcome = runner.run(make_job(tree, watch), settings(tree))
+    outcome = runner.run(make_job(tree, watch), settings)
     assert not outcome.successful
     assert outcome.message is not None
     assert 'no_such_role_anywhere' in outcome.message
 
 
-def test_artifacts_are_rotated_to_the_maximum(tree: pathlib.Path) -> None:
+def test_artifacts_are_rotated_to_the_maximum(tree: pathlib.Path, settings: runner.Settings) -> None:
     watch = make_watch(tree, watches.Target(type='playbook',
                                             path=tree / 'playbooks' / 'quick.yml'))
     job = make_job(tree, watch, max_artifacts=2)
-    idents = [runner.run(job, settings(tree)).ident for _ in range(3)]
+    idents = [runner.run(job, settings).ident for _ in range(3)]
     kept = sorted(p.name for p in (job.private_data_dir / 'artifacts').iterdir())
     assert kept == sorted(idents[1:])
 
 
-def test_cancelled_run_stops_ansible_and_removes_the_variables(tree: pathlib.Path) -> None:
+def test_cancelled_run_stops_ansible_and_removes_the_variables(tree: pathlib.Path, settings: runner.Settings) -> None:
     watch = make_watch(tree, watches.Target(type='playbook',
                                             path=tree / 'playbooks' / 'slow.yml'))
     job = make_job(tree, watch)
     variables = job.private_data_dir / 'env' / 'extravars'
+    # ansible-runner asks for cancellation when output comes, or every pexpect_timeout (5 s)
+    write(job.private_data_dir / 'env' / 'settings', 'pexpect_timeout: 0.2\n')
 
     async def main() -> float:
-        task = asyncio.create_task(runner.run_async(job, settings(tree)))
-        for _ in range(100):
+        task = asyncio.create_task(runner.run_async(job, settings))
+        for _ in range(300):
             await asyncio.sleep(0.1)
-            if variables.exists():
+            if processes_mentioning('sleep 60'):
                 break
         assert variables.exists()  # the run has started with its variables on disk
-        await asyncio.sleep(1)
+        assert processes_mentioning('sleep 60')  # and reached its task
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -298,19 +193,12 @@ def test_cancelled_run_stops_ansible_and_removes_the_variables(tree: pathlib.Pat
     assert not variables.exists()
     # No process of the run is left behind: ansible-core 2.19's workers call setsid(),
     # so a SIGKILL to ansible-playbook's process group alone would orphan them.
+    # (A module's processes end a moment after the run: cold, they get the SIGTERM of their
+    # worker's process group; warm, of the module server once the module's client is gone.
+    # An orphan would outlive the 10 s wait: the sleep takes 60.)
     assert processes_mentioning(str(variables)) == []
-    assert processes_mentioning('sleep 60') == []
-
-
-def processes_mentioning(text: str) -> list[str]:
-    found = []
-    for proc in pathlib.Path('/proc').iterdir():
-        if proc.name == str(os.getpid()):
-            continue
-        try:
-            cmdline = (proc / 'cmdline').read_bytes().replace(b'\0', b' ').decode()
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(f"{proc.name}: {cmdline}")
-    return found
+    assert runs.eventually(lambda: processes_mentioning('sleep 60') == [], 10)
+    if settings.pool is not None:  # the servers live on, and have no child left
+        assert settings.pool.pids
+        assert runs.eventually(
+            lambda: all(runs.children(pid) == [] for pid in settings.pool.pids), 10)

@@ -1,0 +1,351 @@
+"""
+``python -m bench`` (or ``bench/run.sh``): the operator against two baselines, same
+workloads, same run, on the cluster in ``$KUBECONFIG``; prints a table and writes
+``bench/out/results.json``, ``bench/out/results.md`` and ``bench/out/latency.png``.
+
+Designs: ``ours`` (``python -m ansible_kopf`` with bench/watches.yaml and the bench_mysql
+role), ``ours-cold`` (the same with ``ANSIBLE_KOPF_WARM=false``: no warm servers),
+``ours-onecall`` (the same with bench_mysql_onecall: the role change of applying all
+objects in one module call, measured here and not applied to roles/), ``a``
+(bench/baselines/direct.py: kopf + direct API calls), ``b``
+(bench/baselines/straightforward.py: a fresh ansible-runner run per event, one
+``kubernetes.core.k8s`` task per object). ``ours``, ``ours-cold`` and ``b`` run at most 4
+Ansible runs at once (``ANSIBLE_KOPF_MAX_RUNS=4``, ``BENCH_MAX_RUNS=4``).
+
+The bench role applies what the mysql role applies (Secret, PV, PVC, Deployment, Service)
+with the pause image instead of MariaDB and no waits on pods; the 100-object scenario
+uses ``replicas: 0`` so that 100 pods do not fill the shared node (110 pods at most).
+``--real`` also measures the real mysql role (a copy under bench/out/ whose owner
+references and variable names use the bench group) for one object.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from bench import harness, png
+from bench.baselines import common
+
+OUT = harness.BENCH / 'out'
+WORK = pathlib.Path(os.environ.get('BENCH_WORKDIR')
+                    or pathlib.Path(tempfile.gettempdir()) / 'bench-otus-test')
+SPEC = {'password': 'benchpassword', 'storage_size': '1Gi', 'replicas': 1}
+LABELS = {'ours': 'ours (warm)', 'ours-cold': 'ours, cold (ANSIBLE_KOPF_WARM=false)',
+          'ours-onecall': 'ours, role applying all objects in 1 call',
+          'a': '(a) kopf + direct API calls', 'b': '(b) fresh ansible-runner per event'}
+
+
+def operator(design: str, namespace: str, *, period: float = 0,
+             watches: pathlib.Path | None = None) -> harness.Operator:
+    env = dict(os.environ, BENCH_RECONCILE_PERIOD=f"{period:g}s" if design.startswith('ours')
+               else f"{period:g}", PYTHONPATH=str(harness.REPO / 'operator'))
+    workdir = WORK / design / namespace
+    if design.startswith('ours'):
+        default = 'watches-onecall.yaml' if design == 'ours-onecall' else 'watches.yaml'
+        env.update(WATCHES_FILE=str(watches or harness.BENCH / default),
+                   WATCH_NAMESPACE=namespace, ANSIBLE_KOPF_WORKDIR=str(workdir),
+                   ANSIBLE_KOPF_MAX_RUNS='4', ANSIBLE_KOPF_WARM=str(design != 'ours-cold').lower())
+        command = [harness.python(), '-m', 'ansible_kopf']
+    else:
+        module = {'a': 'direct', 'b': 'straightforward'}[design]
+        env.update(BENCH_WORKDIR=str(workdir), BENCH_MAX_RUNS='4')
+        command = [harness.python(), '-m', 'kopf', 'run', '--standalone', '--namespace',
+                   namespace, '--module', f"bench.baselines.{module}"]
+    return harness.Operator(design=design, command=command, env=env,
+                            log_path=WORK / 'logs' / f"{design}-{namespace}.log")
+
+
+def started(op: harness.Operator) -> harness.Operator:
+    op.start()
+    op.wait_ready("Watching " if op.design.startswith('ours') else "'configure' succeeded")
+    time.sleep(1.0)  # kopf opens its watch streams after the start-up activities
+    return op
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    return {'n': len(ordered), 'p50': statistics.median(ordered), 'p95': pick(0.95),
+            'min': ordered[0], 'max': ordered[-1]}
+
+
+def latency_scenarios(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+                      created: list[str]) -> dict[str, Any]:
+    namespace = cluster.namespace(design.replace('-', ''))
+    created.append(namespace)
+    op = started(operator(design, namespace))
+    result: dict[str, Any] = {'namespace': namespace}
+    try:
+        first = cluster.create_and_wait(namespace, ['warmup'], SPEC)
+        result['first_after_start'] = first.get('warmup')
+        singles = []
+        for trial in range(args.trials):
+            seen = cluster.create_and_wait(namespace, [f"one-{trial}"], SPEC)
+            singles.extend(seen.values())
+        result['one'] = summary(singles)
+        tens = []
+        for trial in range(args.trials_10):
+            seen = cluster.create_and_wait(namespace, [f"ten-{trial}-{i}" for i in range(10)],
+                                           SPEC)
+            tens.append(max(seen.values()) if len(seen) == 10 else float('nan'))  # noqa: PLR2004
+        result['ten_all'] = summary(tens)
+        time.sleep(2)
+        before = harness.memory(op.pid)
+        result['memory_before_100'] = before
+        names = [f"hundred-{i}" for i in range(args.many)]
+        with harness.Sampler(op.pid) as sampler:
+            seen = cluster.create_and_wait(namespace, names, dict(SPEC, replicas=0))
+        result['hundred_all'] = max(seen.values()) if len(seen) == len(names) else None
+        result['hundred_done'] = len(seen)
+        result['hundred_p50'] = statistics.median(seen.values()) if seen else None
+        result['memory_peak'] = dict(sampler.peak)
+        time.sleep(5)
+        result['memory_idle'] = harness.memory(op.pid)
+        runs = len(op.reconciled())
+        result['runs'] = runs
+        result['disk_bytes'], result['disk_files'] = harness.disk(WORK / design / namespace)
+    finally:
+        op.stop()
+    return result
+
+
+def unchanged_scenario(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+                       created: list[str]) -> dict[str, Any]:
+    namespace = cluster.namespace(f"{design.replace('-', '')}u")
+    created.append(namespace)
+    offset = harness.audit_offset()
+    op = started(operator(design, namespace, period=args.period))
+    try:
+        cluster.create_and_wait(namespace, ['steady'], SPEC)
+        deadline = time.monotonic() + args.period * (args.periodic + 3) + 60
+        while len(op.reconciled()) < args.periodic + 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(1)
+        idle = harness.memory(op.pid)
+    finally:
+        op.stop()
+    runs = op.reconciled()[1:]
+    margin = harness.datetime.timedelta(seconds=0.3)
+    found = [harness.writes(offset, namespace, r['start'] - margin, r['end'] + margin)
+             for r in runs]
+    per_run = [len(f) for f in found]
+    what = sorted({harness.describe(e) for f in found for e in f})
+    return {'namespace': namespace, 'wall': summary([r['seconds'] for r in runs]) if runs
+            else None, 'writes_per_run': per_run, 'memory_idle_periodic': idle,
+            'counts': [r['counts'] for r in runs][:1], 'writes_seen': what}
+
+
+def real_role_copy() -> pathlib.Path:
+    """roles/mysql with the bench group in owner references and variable names."""
+    target = OUT / 'real'
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(harness.REPO / 'roles' / 'mysql', target / 'roles' / 'mysql')
+    for path in (target / 'roles').rglob('*'):
+        if path.is_file() and path.suffix in ('.yml', '.yaml', '.j2', '.py'):
+            text = path.read_text()
+            path.write_text(text.replace('_otus_homework_mysql', '_bench_otus_test_mysql')
+                            .replace('apiVersion: otus.homework/v1',
+                                     f"apiVersion: {harness.GROUP}/{harness.VERSION}"))
+    watches = target / 'watches.yaml'
+    watches.write_text(json.dumps([{
+        'version': 'v1', 'group': 'bench.otus.test', 'kind': 'MySQL', 'role': 'roles/mysql',
+        'reconcilePeriod': '0', 'manageStatus': True, 'snakeCaseParameters': True,
+        'markUnsafe': True}]))
+    return watches
+
+
+def real_scenario(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+                  created: list[str]) -> dict[str, Any]:
+    namespace = cluster.namespace(f"{design.replace('-', '')}r")
+    created.append(namespace)
+    op = started(operator(design, namespace, watches=real_role_copy()))
+    spec = {'image': 'localhost/mariadb:10.11-bookworm', 'database': 'benchdb',
+            'password': 'benchpassword', 'storage_size': '1Gi'}
+    try:
+        first = cluster.create_and_wait(namespace, ['real-warmup'], spec)
+        values = []
+        for trial in range(args.trials_real):
+            values.extend(cluster.create_and_wait(namespace, [f"real-{trial}"], spec).values())
+    finally:
+        op.stop()
+    return {'namespace': namespace, 'first_after_start': first.get('real-warmup'),
+            'one': summary(values) if values else None}
+
+
+def fmt(value: Any, unit: str = 's') -> str:
+    if value is None:
+        return '-'
+    if isinstance(value, dict):
+        return (f"{value['p50']:.2f}/{value['p95']:.2f}{unit}"
+                f" ({value['min']:.2f}-{value['max']:.2f})")
+    return f"{value:.2f}{unit}"
+
+
+def report(results: dict[str, Any], context: dict[str, Any]) -> str:
+    designs = [d for d in LABELS if d in results]
+    rows: list[tuple[str, list[str]]] = []
+
+    def row(title: str, get: Any) -> None:
+        cells = []
+        for d in designs:
+            try:
+                cells.append(get(results[d]))
+            except (KeyError, TypeError):
+                cells.append('-')
+        rows.append((title, cells))
+
+    mb = lambda kb: f"{kb / 1024:.0f} MB"  # noqa: E731
+    row('1 object: create -> Successful p50/p95 (min-max)', lambda r: fmt(r['latency']['one']))
+    row('first object after operator start', lambda r: fmt(r['latency']['first_after_start']))
+    row('10 at once: all Successful p50/p95 (min-max)', lambda r: fmt(r['latency']['ten_all']))
+    row('100 at once: all Successful', lambda r: fmt(r['latency']['hundred_all']))
+    row('100 at once: median object', lambda r: fmt(r['latency']['hundred_p50']))
+    row('unchanged reconcile wall p50/p95 (min-max)',
+        lambda r: fmt(r['unchanged']['wall']))
+    row('unchanged reconcile: writes per run', lambda r: str(r['unchanged']['writes_per_run']))
+    row('RSS idle: operator process', lambda r: mb(r['latency']['memory_idle']['rss']))
+    row('RSS idle: whole tree (PSS)', lambda r: f"{mb(r['latency']['memory_idle']['tree_rss'])}"
+        f" ({mb(r['latency']['memory_idle']['tree_pss'])})")
+    row('RSS peak, 100 objects / 4 runs: tree (PSS)',
+        lambda r: f"{mb(r['latency']['memory_peak']['tree_rss'])} "
+                  f"({mb(r['latency']['memory_peak']['tree_pss'])}), "
+                  f"{r['latency']['memory_peak']['procs']} procs")
+    row('VmHWM of the operator process', lambda r: mb(r['latency']['memory_idle']['hwm']))
+    row('disk after the 100+ reconciles (files)',
+        lambda r: f"{r['latency']['disk_bytes'] / 1e6:.1f} MB ({r['latency']['disk_files']})"
+                  f" / {r['latency']['runs']} runs")
+    if any('real' in r for r in results.values()):
+        row('real mysql role, 1 object p50/p95 (min-max)', lambda r: fmt(r['real']['one']))
+    if any('error' in v for r in results.values() for v in r.values()):
+        row('failed scenarios (see results.json)',
+            lambda r: ', '.join(k for k, v in r.items() if 'error' in v) or '-')
+    widths = [max(len(t) for t, _ in rows)] + [
+        max(len(LABELS[d]), *(len(c[i]) for _, c in rows)) for i, d in enumerate(designs)]
+    lines = ['| ' + ' | '.join(['scenario'.ljust(widths[0])]
+                               + [LABELS[d].ljust(w) for d, w in zip(designs, widths[1:],
+                                                                     strict=True)]) + ' |',
+             '|' + '|'.join('-' * (w + 2) for w in widths) + '|']
+    for title, cells in rows:
+        lines.append('| ' + ' | '.join([title.ljust(widths[0])]
+                                       + [c.ljust(w) for c, w in zip(cells, widths[1:],
+                                                                     strict=True)]) + ' |')
+    notes = [
+        '',
+        'Bench role: Secret, PV, PVC, Deployment, Service as the mysql role applies them, with',
+        'the pause image instead of MariaDB and no waits on pods; 100-object scenario with',
+        'replicas: 0 (the shared node runs at most 110 pods). Times are seconds from the',
+        'create request until the object was seen Successful (polled every 50 ms).',
+        f"Context: {json.dumps(context)}",
+    ]
+    return '\n'.join(lines + notes)
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument('--designs', default=','.join(LABELS),
+                        help='comma-separated, of: ' + ','.join(LABELS))
+    parser.add_argument('--trials', type=int, default=5, help='1-object trials')
+    parser.add_argument('--trials-10', type=int, default=2)
+    parser.add_argument('--many', type=int, default=100)
+    parser.add_argument('--period', type=float, default=5, help='reconcilePeriod, unchanged runs')
+    parser.add_argument('--periodic', type=int, default=5, help='unchanged runs to measure')
+    parser.add_argument('--real', action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument('--trials-real', type=int, default=3)
+    parser.add_argument('--keep', action='store_true', help='keep namespaces and volumes')
+    args = parser.parse_args()
+    args.designs = args.designs.split(',')
+    if unknown := set(args.designs) - set(LABELS):
+        parser.error(f"unknown designs: {', '.join(sorted(unknown))}")
+    return args
+
+
+def measure(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+            created: list[str]) -> dict[str, Any]:
+    """All scenarios of one design; a scenario that fails is recorded, not fatal."""
+    print(f"== {LABELS[design]}", flush=True)
+    scenarios = [('latency', latency_scenarios), ('unchanged', unchanged_scenario)]
+    if args.real and design in ('ours', 'ours-cold'):
+        scenarios.append(('real', real_scenario))
+    result: dict[str, Any] = {}
+    for key, scenario in scenarios:
+        try:
+            result[key] = scenario(cluster, design, args, created)
+        except Exception as e:  # one broken design must not hide the others' figures
+            traceback.print_exc()
+            result[key] = {'error': f"{type(e).__name__}: {e}"}
+        print(f"   {key}: {json.dumps(result[key], default=str)}", flush=True)
+    return result
+
+
+def clean_up(cluster: harness.Cluster, created: list[str]) -> None:
+    for namespace in created:
+        cluster.delete_namespace(namespace)
+    cluster.wait_namespaces_gone(created)
+    cluster.delete_volumes(harness.OWNER_LABEL)
+    for namespace in created:
+        cluster.delete_volumes(f"otus.homework/mysql-namespace={namespace}")
+        for sub in ('data', 'backups'):
+            harness.remove(pathlib.Path('/var/lib/mysql-operator') / sub / namespace)
+    harness.remove(pathlib.Path(common.ROLE_DEFAULTS['bench_mysql_hostpath_base']))
+    for design in LABELS:  # the operators' work directories (runner artifacts); logs stay
+        for namespace in created:
+            harness.remove(WORK / design / namespace)
+
+
+def save(results: dict[str, Any], context: dict[str, Any]) -> None:
+    (OUT / 'results.json').write_text(json.dumps(dict(results, context=context), indent=2,
+                                                 default=str))
+
+
+def write_outputs(results: dict[str, Any], context: dict[str, Any], many: int) -> None:
+    text = report(results, context)
+    print(text)
+    (OUT / 'results.md').write_text(text + '\n')
+    series = {LABELS[d]: [(r['latency'].get('one') or {}).get('p50'),
+                          (r['latency'].get('ten_all') or {}).get('p50'),
+                          r['latency'].get('hundred_all')]
+              for d, r in results.items() if 'latency' in r}
+    png.plot(str(OUT / 'latency.png'), [1, 10, many], series, title='create -> all Successful',
+             xlabel='objects created at once', ylabel='seconds (log)')
+    print(f"wrote {OUT / 'results.md'}, {OUT / 'results.json'}, {OUT / 'latency.png'}")
+
+
+def main() -> int:
+    args = arguments()
+    if not os.environ.get('KUBECONFIG'):
+        print('KUBECONFIG is not set', file=sys.stderr)
+        return 2
+    OUT.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up on kill, too
+    cluster = harness.Cluster()
+    cluster.install_crd()
+    context = {'started': harness.now_utc().isoformat(timespec='seconds'),
+               'loadavg_at_start': harness.loadavg(), 'cpus': os.cpu_count(),
+               'other_python_processes': harness.count_processes(
+                   'pytest|ansible-playbook|ansible_kopf')}
+    results: dict[str, Any] = {}
+    created: list[str] = []
+    try:
+        for design in args.designs:
+            results[design] = measure(cluster, design, args, created)
+            save(results, context)
+    finally:
+        if not args.keep:
+            clean_up(cluster, created)
+    context['loadavg_at_end'] = harness.loadavg()
+    save(results, context)
+    write_outputs(results, context, args.many)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""
+Fixtures of the tests that really run Ansible: the tree of roles and playbooks, and the
+runner settings, once cold (a fresh ansible-playbook per run) and once warm (forked by
+the servers of a :class:`warm.Pool`, closed when the test ends).
+"""
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from ansible_kopf import runner, warm
+from tests import runs
+
+
+@pytest.fixture
+def tree(tmp_path: pathlib.Path) -> pathlib.Path:
+    return runs.make_tree(tmp_path)
+
+
+@pytest.fixture
+def pool(tree: pathlib.Path) -> Iterator[warm.Pool]:
+    pool = warm.Pool(tree / 'work' / 'warm')
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(params=['cold', 'warm'])
+def settings(request: pytest.FixtureRequest, tree: pathlib.Path) -> Iterator[runner.Settings]:
+    if request.param == 'cold':
+        yield runner.Settings(workdir=tree / 'work')
+        return
+    pool = request.getfixturevalue('pool')
+    yield runner.Settings(workdir=tree / 'work', pool=pool)
+    assert pool.pids, 'the runs did not go through warm servers'
