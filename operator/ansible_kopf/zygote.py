@@ -114,6 +114,18 @@ def preload(names: tuple[str, ...]) -> list[str]:
     return missing
 
 
+def collection_roots(env: dict[str, str]) -> list[str]:
+    """
+    The directories of ``ANSIBLE_COLLECTIONS_PATH`` (or the older ``..._PATHS``) that hold
+    an ``ansible_collections`` package: where the operator image installs kubernetes.core,
+    outside Python's path. The module server appends them to ``sys.path`` so that it can
+    preload the collection's module_utils; a payload only uses them if byte-identical.
+    """
+    raw = env.get('ANSIBLE_COLLECTIONS_PATH') or env.get('ANSIBLE_COLLECTIONS_PATHS') or ''
+    return [os.path.abspath(path) for path in raw.split(os.pathsep)
+            if path and os.path.isdir(os.path.join(path, 'ansible_collections'))]
+
+
 def preloaded_sources() -> dict[str, int]:
     """
     Zip-style path -> CRC-32 of every preloaded ansible/ansible_collections source file.
@@ -319,6 +331,7 @@ class Server:
 
     def warm_up(self) -> list[str]:
         if self.role == 'module':
+            sys.path.extend(p for p in collection_roots(dict(os.environ)) if p not in sys.path)
             missing = preload(MODULE_PRELOAD)
             self.crcs = preloaded_sources()
         else:

@@ -193,3 +193,34 @@ def test_anything_else_runs_in_a_fresh_python() -> None:
     assert zygote.module_mismatch("print('hello')", CRCS) == 'not an AnsiballZ payload'
     broken = "module_fqn='ansible.modules.ping',\nzip_data='AAAA',\n"
     assert 'cannot be read' in (zygote.module_mismatch(broken, CRCS) or '')
+
+
+def test_collection_roots_are_the_collection_paths_that_hold_collections(tmp_path: pathlib.Path) -> None:
+    with_collections = tmp_path / 'with'
+    (with_collections / 'ansible_collections').mkdir(parents=True)
+    without = tmp_path / 'without'
+    without.mkdir()
+    value = os.pathsep.join([str(with_collections), str(without), str(tmp_path / 'absent'), ''])
+    assert zygote.collection_roots({'ANSIBLE_COLLECTIONS_PATH': value}) == [str(with_collections)]
+    assert zygote.collection_roots({'ANSIBLE_COLLECTIONS_PATHS': str(with_collections)}) == [str(with_collections)]
+    assert zygote.collection_roots({}) == []
+
+
+def test_the_module_server_preloads_a_collection_found_only_on_the_collections_path(
+        tmp_path: pathlib.Path) -> None:
+    """As in the operator image: kubernetes.core under ANSIBLE_COLLECTIONS_PATH, not on sys.path."""
+    collections = tmp_path / 'collections'
+    package = collections / 'ansible_collections' / 'kubernetes' / 'core' / 'plugins' / 'module_utils'
+    package.mkdir(parents=True)
+    (package / 'args_common.py').write_text('MARK = 1\n')
+    name = 'ansible_collections.kubernetes.core.plugins.module_utils.args_common'
+    code = ("import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p]; "
+            "from ansible_kopf import zygote; "
+            f"zygote.Server({str(tmp_path / 'm.sock')!r}, 'module').warm_up(); "
+            f"print(sys.modules[{name!r}].__file__)")
+    env = {**os.environ, 'ANSIBLE_COLLECTIONS_PATH': str(collections),
+           'PYTHONPATH': str(pathlib.Path(zygote.__file__).parents[1])}
+    done = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str(package / 'args_common.py')
