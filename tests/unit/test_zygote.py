@@ -224,3 +224,34 @@ def test_the_module_server_preloads_a_collection_found_only_on_the_collections_p
                           check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == str(package / 'args_common.py')
+
+
+@pytest.mark.parametrize('role', ['playbook', 'python'])
+def test_a_server_that_accepts_but_never_answers_does_not_hold_the_run(
+        tmp_path: pathlib.Path, role: str) -> None:
+    """launch.py waits STARTED_TIMEOUT for the forked run's pid, then runs the program itself."""
+    path = tmp_path / 'hung.sock'
+    hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    hung.bind(str(path))
+    hung.listen(1)  # connections queue up; nothing is ever read or answered
+    marker = tmp_path / 'ran-here'
+    program = f"open({str(marker)!r}, 'w').write('ok')\n"
+    stdin = tmp_path / 'stdin'
+    stdin.write_text(program if role == 'python' else '')
+    if role == 'playbook':
+        argv = f"['playbook', {str(path)!r}, '--', {sys.executable!r}, '-c', {program!r}]"
+    else:
+        argv = f"['python', {str(path)!r}, {sys.executable!r}]"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from ansible_kopf import launch; "
+            f"launch.STARTED_TIMEOUT = 0.5; launch.main({argv})")
+    # Files, not pipes: the descriptors launch.py sent stay queued in the hung socket,
+    # so a pipe would never reach end-of-file while it exists.
+    with stdin.open('rb') as given, (tmp_path / 'output').open('wb') as output:
+        try:
+            done = subprocess.run(
+                [sys.executable, '-IS', '-c', code, str(pathlib.Path(warm.LAUNCH).parents[1])],
+                stdin=given, stdout=output, stderr=output, timeout=60, check=False)
+        finally:
+            hung.close()
+    assert done.returncode == 0, (tmp_path / 'output').read_text()
+    assert marker.read_text() == 'ok'
