@@ -231,9 +231,14 @@ def playbook_child(request: dict[str, Any], fds: list[int], base_env: dict[str, 
     display = importlib.import_module('ansible.utils.display')
     display.Display()._set_column_width()  # the terminal of this run
     sys.argv = argv
+    _run_then_finish(lambda: cli.main(argv))
+
+
+def _run_then_finish(work: Callable[[], object]) -> None:
+    """In a child: run ``work`` as a program's main, then exit with its status (never returns)."""
     atexit._clear()
     try:
-        cli.main(argv)
+        work()
         code: object = 0
     except SystemExit as e:
         code = e.code
@@ -264,16 +269,7 @@ def module_child(request: dict[str, Any], fds: list[int], crcs: dict[str, int],
     main = types.ModuleType('__main__')
     sys.modules['__main__'] = main
     sys.argv = ['']
-    atexit._clear()
-    try:
-        exec(compile(payload, '<stdin>', 'exec'), main.__dict__)  # noqa: S102
-        code: object = 0
-    except SystemExit as e:
-        code = e.code
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    _finish(code)
+    _run_then_finish(lambda: exec(compile(payload, '<stdin>', 'exec'), main.__dict__))  # noqa: S102
 
 
 def _signal_run(pid: int, number: int) -> None:

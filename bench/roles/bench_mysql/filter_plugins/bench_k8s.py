@@ -90,11 +90,17 @@ def quantity_to_bytes(value: Any) -> int:
     return int(amount.to_integral_value(rounding="ROUND_CEILING"))
 
 
+def out_of_sync(pairs: Any) -> list[Any]:
+    """The ``desired`` of every ``{current, desired}`` pair that is not in sync."""
+    return [_plain(p["desired"]) for p in pairs if not k8s_in_sync(p["current"], p["desired"])]
+
+
 class FilterModule:
     """Ansible filter plugin entry point."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "bench_k8s_in_sync": k8s_in_sync,
+            "bench_k8s_out_of_sync": out_of_sync,
             "bench_quantity_to_bytes": quantity_to_bytes,
         }
