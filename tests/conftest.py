@@ -49,10 +49,7 @@ def cluster(request: pytest.FixtureRequest) -> kube.Cluster:
 
 @pytest.fixture
 def namespace(cluster: kube.Cluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    cluster.wait_for(lambda: cluster.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0,
-                     timeout=60, what="default ServiceAccount")
+    name = cluster.create_namespace(f"t-{uuid.uuid4().hex[:8]}")
     try:
         yield name
     finally:

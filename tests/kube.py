@@ -43,6 +43,13 @@ class Cluster:
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
+    def create_namespace(self, name: str) -> str:
+        """Create namespace `name` and wait for its default ServiceAccount (pods need it)."""
+        self.kubectl("create", "namespace", name)
+        self.wait_for(lambda: self.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0,
+                      timeout=60, what=f"the default ServiceAccount of {name}")
+        return name
+
     def wait_ready(self) -> None:
         def node_ready() -> bool:
             done = self.kubectl("get", "nodes", "-o", "json", check=False)

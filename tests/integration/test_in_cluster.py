@@ -229,11 +229,7 @@ def incluster_namespace(cluster: kube.Cluster) -> Iterator[str]:
     MySQL objects are deleted first, while the operator still runs their finalizer; the
     backup volume outlives them (a PV and files on the node), so those go last.
     """
-    name = TEST_NAMESPACE
-    cluster.kubectl("create", "namespace", name)
-    cluster.wait_for(lambda: cluster.kubectl("-n", name, "get", "serviceaccount", "default",
-                                             check=False).returncode == 0,
-                     timeout=60, what="the default ServiceAccount")
+    name = cluster.create_namespace(TEST_NAMESPACE)
     try:
         yield name
     finally:

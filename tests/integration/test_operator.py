@@ -21,10 +21,7 @@ from tests.integration import operator_harness as oh
 
 @pytest.fixture(scope="module")
 def op_namespace(cluster: kube.Cluster) -> Iterator[str]:
-    name = f"op-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    cluster.wait_for(lambda: cluster.kubectl("-n", name, "get", "sa", "default", check=False).returncode == 0,
-                     timeout=60, what="default ServiceAccount")
+    name = cluster.create_namespace(f"op-{uuid.uuid4().hex[:8]}")
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 

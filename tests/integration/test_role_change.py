@@ -31,10 +31,7 @@ PULL_POLICY = "Never"  # the local cluster's images are on the node already
 
 @pytest.fixture
 def rolechange_namespace(cluster: kube.Cluster) -> Iterator[str]:
-    name = f"rolechange-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    cluster.wait_for(lambda: cluster.kubectl("-n", name, "get", "sa", "default", check=False).returncode == 0,
-                     timeout=60, what="default ServiceAccount")
+    name = cluster.create_namespace(f"rolechange-{uuid.uuid4().hex[:8]}")
     yield name
     # The operator is stopped by now: drop the finalizers it left, then remove the
     # namespace and what the role keeps outside it (volumes and their node directories).
