@@ -1,7 +1,8 @@
 """
 What both baselines share: the bench role's tunables (image, hostPath base), the status
 they write, the log line the benchmark parses, and the optional periodic reconcile
-(``BENCH_RECONCILE_PERIOD``).
+(``BENCH_RECONCILE_PERIOD``), and the kopf handlers that call a baseline's reconcile
+(:func:`register`).
 """
 import datetime
 import logging
@@ -11,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import kopf
 import kubernetes
 import yaml
 
@@ -54,3 +56,34 @@ def timed(namespace: str, name: str, work: Callable[[], str]) -> None:
     counts = work()
     logger.info(f"Reconciled {namespace}/{name}: successful {counts} "
                 f"in {time.monotonic() - started:.2f}s")
+
+
+def register(reconcile: Callable[[kopf.Body, str, str], None], prefix: str,
+             max_workers: int | None = None) -> None:
+    """
+    Wire ``reconcile`` to create, resume and spec updates (and the periodic timer when
+    ``BENCH_RECONCILE_PERIOD`` is set), with progress kept in annotations ``<prefix>/*``.
+    """
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=prefix, key='last-handled-configuration')
+        settings.posting.level = 40
+        if max_workers is not None:
+            settings.execution.max_workers = max_workers
+
+    def on_event(body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
+        reconcile(body, namespace, name)
+
+    def on_timer(body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
+        reconcile(body, namespace, name)
+
+    # explicit ids: the ids of module-level handlers (bench/__main__.py waits for the
+    # log line "'configure' succeeded"; progress annotations are keyed by them)
+    kopf.on.startup(id='configure')(configure)
+    kopf.on.create(GROUP, VERSION, PLURAL, id='on_event')(on_event)
+    kopf.on.resume(GROUP, VERSION, PLURAL, id='on_event')(on_event)
+    kopf.on.update(GROUP, VERSION, PLURAL, field='spec', id='on_event')(on_event)
+    if PERIOD:
+        kopf.timer(GROUP, VERSION, PLURAL, interval=PERIOD, initial_delay=PERIOD,
+                   idle=PERIOD, id='on_timer')(on_timer)

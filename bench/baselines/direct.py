@@ -128,23 +128,4 @@ def reconcile(body: kopf.Body, namespace: str, name: str) -> None:
     common.timed(namespace, name, work)
 
 
-@kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix='bench-a')
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix='bench-a', key='last-handled-configuration')
-    settings.posting.level = 40
-
-
-@kopf.on.create(common.GROUP, common.VERSION, common.PLURAL)
-@kopf.on.resume(common.GROUP, common.VERSION, common.PLURAL)
-@kopf.on.update(common.GROUP, common.VERSION, common.PLURAL, field='spec')
-def on_event(body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
-    reconcile(body, namespace, name)
-
-
-if common.PERIOD:
-    @kopf.timer(common.GROUP, common.VERSION, common.PLURAL, interval=common.PERIOD,
-                initial_delay=common.PERIOD, idle=common.PERIOD)
-    def on_timer(body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
-        reconcile(body, namespace, name)
+common.register(reconcile, 'bench-a')

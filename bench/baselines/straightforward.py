@@ -66,24 +66,4 @@ def reconcile(body: kopf.Body, namespace: str, name: str) -> None:
     common.timed(namespace, name, work)
 
 
-@kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix='bench-b')
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix='bench-b', key='last-handled-configuration')
-    settings.posting.level = 40
-    settings.execution.max_workers = 100  # the runs themselves are bounded by SLOTS
-
-
-@kopf.on.create(common.GROUP, common.VERSION, common.PLURAL)
-@kopf.on.resume(common.GROUP, common.VERSION, common.PLURAL)
-@kopf.on.update(common.GROUP, common.VERSION, common.PLURAL, field='spec')
-def on_event(body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
-    reconcile(body, namespace, name)
-
-
-if common.PERIOD:
-    @kopf.timer(common.GROUP, common.VERSION, common.PLURAL, interval=common.PERIOD,
-                initial_delay=common.PERIOD, idle=common.PERIOD)
-    def on_timer(body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
-        reconcile(body, namespace, name)
+common.register(reconcile, 'bench-b', max_workers=100)  # the runs themselves are bounded by SLOTS

@@ -1,98 +1,28 @@
-"""Filters of the bench_mysql role, copied from the mysql role: is a Kubernetes write needed?
-
-kubernetes.core.k8s (both `apply: true` and `state: present`) sends a PATCH for
-every object that contains a list, even when nothing differs. The role reads each
-object first and only calls kubernetes.core.k8s when `mysql_k8s_in_sync` is false,
-so a steady-state reconciliation makes no write requests at all.
+"""
+Filters of the bench roles (bench_mysql_onecall links this file): the mysql role's
+``k8s_in_sync`` (loaded from roles/mysql by path, not copied, so the bench measures the
+same check) and, for the one-call variant, the objects of ``{current, desired}`` pairs
+that are out of sync, ready for one ``kubernetes.core.k8s`` call.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from decimal import Decimal, InvalidOperation
+import importlib.util
+from pathlib import Path
 from typing import Any
 
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-_SUFFIXES = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-_QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([-+]?[0-9]+))?([a-zA-Z]*)\s*$")
-
-
-def _contains(actual: Any, desired: Any) -> bool:
-    """True when every field of `desired` is present with the same value in `actual`.
-
-    Dicts may hold more keys in `actual` (server defaults, status). Lists must have
-    the same length and match element by element (the API server keeps order).
-    """
-    if isinstance(desired, dict):
-        if not isinstance(actual, dict):
-            return False
-        return all(key in actual and _contains(actual[key], value)
-                   for key, value in desired.items())
-    if isinstance(desired, list):
-        if not isinstance(actual, list) or len(actual) != len(desired):
-            return False
-        return all(_contains(a, d) for a, d in zip(actual, desired, strict=True))
-    return actual == desired
-
-
-def _plain(value: Any) -> Any:
-    """Turn Ansible's tagged/lazy containers into plain JSON values."""
-    return json.loads(json.dumps(value, default=str))
-
-
-def k8s_in_sync(actual: Any, desired: Any) -> bool:
-    """True when applying `desired` over the live object `actual` would change nothing.
-
-    `actual` is one live object (a dict) or None/empty when it does not exist. In sync
-    means: the object exists, it was last applied with exactly `desired` (so no field
-    needs removing) and the live object still carries every desired value (nobody
-    changed it since).
-    """
-    if not actual:
-        return False
-    actual = _plain(actual)
-    desired = _plain(desired)
-    annotations = (actual.get("metadata") or {}).get("annotations") or {}
-    try:
-        last_applied = json.loads(annotations.get(LAST_APPLIED, "null"))
-    except ValueError:
-        return False
-    return last_applied == desired and _contains(actual, desired)
-
-
-def quantity_to_bytes(value: Any) -> int:
-    """Number of bytes in a Kubernetes quantity such as "1Gi", "1500M" or "2e9"."""
-    match = _QUANTITY.match(str(value))
-    if not match or match.group(3) not in _SUFFIXES:
-        raise ValueError(f"not a Kubernetes quantity: {value!r}")
-    number, exponent, suffix = match.groups()
-    try:
-        amount = Decimal(number) * (Decimal(10) ** int(exponent or 0)) * _SUFFIXES[suffix]
-    except InvalidOperation as exc:
-        raise ValueError(f"not a Kubernetes quantity: {value!r}") from exc
-    return int(amount.to_integral_value(rounding="ROUND_CEILING"))
+_SOURCE = Path(__file__).resolve().parents[4] / "roles/mysql/filter_plugins/mysql_k8s.py"
+_SPEC = importlib.util.spec_from_file_location("bench_mysql_k8s", _SOURCE)
+if _SPEC is None or _SPEC.loader is None:
+    raise ImportError(f"cannot load the mysql role's filters from {_SOURCE}")
+mysql_k8s = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(mysql_k8s)
 
 
 def out_of_sync(pairs: Any) -> list[Any]:
     """The ``desired`` of every ``{current, desired}`` pair that is not in sync."""
-    return [_plain(p["desired"]) for p in pairs if not k8s_in_sync(p["current"], p["desired"])]
+    return [mysql_k8s._plain(p["desired"]) for p in pairs
+            if not mysql_k8s.k8s_in_sync(p["current"], p["desired"])]
 
 
 class FilterModule:
@@ -100,7 +30,6 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {
-            "bench_k8s_in_sync": k8s_in_sync,
+            "bench_k8s_in_sync": mysql_k8s.k8s_in_sync,
             "bench_k8s_out_of_sync": out_of_sync,
-            "bench_quantity_to_bytes": quantity_to_bytes,
         }

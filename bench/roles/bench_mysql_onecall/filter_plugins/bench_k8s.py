@@ -1,0 +1,1 @@
+../../bench_mysql/filter_plugins/bench_k8s.py
