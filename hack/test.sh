@@ -9,7 +9,7 @@ export PATH="$venv/bin:$PATH"
 export PYTHONPATH="$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
 
 echo ">> lint: ruff, mypy, yamllint, ansible-lint, shellcheck"
-ruff check operator tests cluster images deploy bench
+ruff check operator tests cluster images deploy bench roles
 mypy
 yamllint -s .
 ansible-lint -q

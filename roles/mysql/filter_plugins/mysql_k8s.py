@@ -2,8 +2,9 @@
 
 kubernetes.core.k8s (both `apply: true` and `state: present`) sends a PATCH for
 every object that contains a list, even when nothing differs. The role reads each
-object first and only calls kubernetes.core.k8s when `mysql_k8s_in_sync` is false,
-so a steady-state reconciliation makes no write requests at all.
+object first and only sends those for which `mysql_k8s_in_sync` is false
+(`mysql_k8s_out_of_sync` picks them from a list), so a steady-state reconciliation
+makes no write requests at all.
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ def _contains(actual: Any, desired: Any) -> bool:
     if isinstance(desired, dict):
         if not isinstance(actual, dict):
             return False
-        return all(key in actual and _contains(actual[key], value) for key, value in desired.items())
+        return all(key in actual and _contains(actual[key], value)
+                   for key, value in desired.items())
     if isinstance(desired, list):
         if not isinstance(actual, list) or len(actual) != len(desired):
             return False
-        return all(_contains(a, d) for a, d in zip(actual, desired))
+        return all(_contains(a, d) for a, d in zip(actual, desired, strict=True))
     return actual == desired
 
 
@@ -76,16 +78,27 @@ def k8s_in_sync(actual: Any, desired: Any) -> bool:
     return last_applied == desired and _contains(actual, desired)
 
 
+def k8s_out_of_sync(pairs: Any) -> list[Any]:
+    """The `desired` object of every `{current, desired}` pair that is not in sync.
+
+    A pair whose `desired` is empty stands for an object the role does not manage in
+    this configuration and is skipped. The result is one list for one
+    kubernetes.core.k8s call, in the order given.
+    """
+    return [_plain(pair["desired"]) for pair in pairs or []
+            if pair.get("desired") and not k8s_in_sync(pair.get("current"), pair["desired"])]
+
+
 def quantity_to_bytes(value: Any) -> int:
     """Number of bytes in a Kubernetes quantity such as "1Gi", "1500M" or "2e9"."""
     match = _QUANTITY.match(str(value))
     if not match or match.group(3) not in _SUFFIXES:
-        raise ValueError("not a Kubernetes quantity: %r" % (value,))
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
     number, exponent, suffix = match.groups()
     try:
         amount = Decimal(number) * (Decimal(10) ** int(exponent or 0)) * _SUFFIXES[suffix]
     except InvalidOperation as exc:
-        raise ValueError("not a Kubernetes quantity: %r" % (value,)) from exc
+        raise ValueError(f"not a Kubernetes quantity: {value!r}") from exc
     return int(amount.to_integral_value(rounding="ROUND_CEILING"))
 
 
@@ -95,5 +108,6 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "mysql_k8s_in_sync": k8s_in_sync,
+            "mysql_k8s_out_of_sync": k8s_out_of_sync,
             "mysql_quantity_to_bytes": quantity_to_bytes,
         }

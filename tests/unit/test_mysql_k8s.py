@@ -1,0 +1,99 @@
+"""The mysql role's filter plugin: when an object needs writing, and quantities."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+SOURCE = Path(__file__).resolve().parents[2] / "roles/mysql/filter_plugins/mysql_k8s.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mysql_k8s_under_test", SOURCE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mysql_k8s = _load()
+
+SERVICE: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Service",
+    "metadata": {"name": "db", "namespace": "ns", "labels": {"app": "db"}},
+    "spec": {"ports": [{"name": "mysql", "port": 3306}], "selector": {"app": "db"}},
+}
+
+
+def live(desired: dict[str, Any], last_applied: Any = None, **changes: Any) -> dict[str, Any]:
+    """`desired` as the API server returns it after `kubectl apply`-style apply of `last_applied`."""
+    obj = json.loads(json.dumps(desired))
+    obj["metadata"]["annotations"] = {mysql_k8s.LAST_APPLIED: json.dumps(desired if last_applied is None else last_applied)}
+    obj["metadata"]["uid"] = "u-1"
+    obj["spec"]["clusterIP"] = "10.0.0.7"
+    obj["spec"]["ports"][0]["protocol"] = "TCP"
+    obj["status"] = {"loadBalancer": {}}
+    obj["spec"].update(changes)
+    return obj
+
+
+def test_in_sync_ignores_server_defaults() -> None:
+    assert mysql_k8s.k8s_in_sync(live(SERVICE), SERVICE)
+
+
+@pytest.mark.parametrize("actual", [None, {}])
+def test_missing_object_is_out_of_sync(actual: Any) -> None:
+    assert not mysql_k8s.k8s_in_sync(actual, SERVICE)
+
+
+def test_hand_edit_is_out_of_sync() -> None:
+    assert not mysql_k8s.k8s_in_sync(live(SERVICE, selector={"app": "other"}), SERVICE)
+
+
+def test_field_removed_from_template_is_out_of_sync() -> None:
+    """The live object matches, but it was applied with a field the template no longer has."""
+    older = json.loads(json.dumps(SERVICE))
+    older["metadata"]["labels"]["tier"] = "db"
+    assert not mysql_k8s.k8s_in_sync(live(SERVICE, last_applied=older), SERVICE)
+
+
+def test_list_length_matters() -> None:
+    two_ports = live(SERVICE, ports=[{"name": "mysql", "port": 3306}, {"name": "x", "port": 1}])
+    assert not mysql_k8s.k8s_in_sync(two_ports, SERVICE)
+
+
+def test_broken_last_applied_is_out_of_sync() -> None:
+    obj = live(SERVICE)
+    obj["metadata"]["annotations"][mysql_k8s.LAST_APPLIED] = "{not json"
+    assert not mysql_k8s.k8s_in_sync(obj, SERVICE)
+
+
+def test_out_of_sync_keeps_order_and_skips_unmanaged() -> None:
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"}, "spec": {}}
+    pairs = [
+        {"current": {}, "desired": {}},              # not managed in this configuration
+        {"current": {}, "desired": pv},               # missing
+        {"current": live(SERVICE), "desired": SERVICE},  # in sync
+        {"current": None, "desired": pvc},            # missing
+    ]
+    assert mysql_k8s.k8s_out_of_sync(pairs) == [pv, pvc]
+    assert mysql_k8s.k8s_out_of_sync([]) == []
+
+
+@pytest.mark.parametrize(("quantity", "expected"), [
+    ("1Gi", 2**30), ("1500M", 1_500_000_000), ("2e3", 2000), ("0.5Ki", 512), ("100m", 1), (" 10 ", 10),
+])
+def test_quantity_to_bytes(quantity: str, expected: int) -> None:
+    assert mysql_k8s.quantity_to_bytes(quantity) == expected
+
+
+@pytest.mark.parametrize("quantity", ["", "Gi", "1GB", "1 Gi x", "-1Gi"])
+def test_bad_quantity(quantity: str) -> None:
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        mysql_k8s.quantity_to_bytes(quantity)
