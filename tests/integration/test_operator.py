@@ -9,6 +9,7 @@ service's DNS name.
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,3 +205,53 @@ def test_bad_reference_reports_failure_condition_and_event(cluster: kube.Cluster
     # Fixing the input lets the object converge.
     cluster.kubectl("-n", ns, "create", "secret", "generic", "no-such-secret", "--from-literal=password=fixed-pw")
     oh.wait_successful(cluster, ns, name, operator, timeout=600)
+
+
+@pytest.mark.usefixtures("explain")
+def test_failed_secret_write_names_the_secret_and_never_shows_the_password(
+        cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+    """The role applies the credentials Secret with its other objects in one no_log call.
+
+    A ResourceQuota that admits no more Secrets makes that Secret's write fail: the run
+    fails with a message naming the Secret, the other objects are applied, and the
+    password appears in no condition, Event, operator log line, runner artifact or pod spec.
+    Removing the quota lets the object converge.
+    """
+    ns, name = op_namespace, "quota"
+    password = f"pw-{uuid.uuid4().hex}"
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-more-secrets", "namespace": ns},
+             "spec": {"hard": {"secrets": str(len(cluster.get("-n", ns, "secrets")["items"]))}}}
+    cluster.apply(json.dumps(quota))
+    try:
+        # Until the quota controller has counted, admission rejects every Secret anyway.
+        cluster.wait_for(lambda: "secrets" in cluster.get("-n", ns, "resourcequota", "no-more-secrets")
+                         .get("status", {}).get("used", {}), timeout=60, what="the quota to be counted")
+        cluster.apply(oh.mysql_object(name, ns, password=password))
+
+        def failed() -> bool:
+            cond = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure")
+            return bool(cond and cond["status"] == "True")
+        cluster.wait_for(failed, timeout=180, what="the Failure condition", interval=2)
+        cond = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure")
+        assert cond is not None and f"Secret {ns}/{name}-credentials" in cond["message"], cond
+        # Everything but the Secret was applied in the same call.
+        assert cluster.get("-n", ns, "deployment", name)["metadata"]["name"] == name
+        assert cluster.get("-n", ns, "service", name)["metadata"]["name"] == name
+        assert cluster.get("-n", ns, "pvc", f"{name}-data")["metadata"]["name"] == f"{name}-data"
+        assert cluster.kubectl("-n", ns, "get", "secret", f"{name}-credentials", check=False).returncode != 0
+    finally:
+        cluster.kubectl("-n", ns, "delete", "resourcequota", "no-more-secrets", check=False)
+    oh.wait_successful(cluster, ns, name, operator)
+    assert _secret_value(cluster, ns, f"{name}-credentials") == password
+
+    events = cluster.kubectl("-n", ns, "get", "events", "-o", "json").stdout
+    assert f"{name}-credentials" in events and password not in events
+    assert password not in json.dumps(cluster.get("-n", ns, "mysqls.otus.homework", name).get("status", {}))
+    assert password not in json.dumps(cluster.get("-n", ns, "deployment", name)["spec"])
+    assert password not in operator.log()
+    runner_dir = Path(operator.env["ANSIBLE_KOPF_WORKDIR"])
+    artifacts = [p for p in runner_dir.rglob("*") if p.is_file()]
+    assert any(p.name == "stdout" for p in artifacts), sorted(map(str, artifacts))[:20]
+    leaked = [str(p) for p in artifacts if password.encode() in p.read_bytes()
+              or base64.b64encode(password.encode()) in p.read_bytes()]
+    assert leaked == [], leaked
