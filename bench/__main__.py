@@ -4,9 +4,10 @@ workloads, same run, on the cluster in ``$KUBECONFIG``; prints a table and write
 ``bench/out/results.json``, ``bench/out/results.md`` and ``bench/out/latency.png``.
 
 Designs: ``ours`` (``python -m ansible_kopf`` with bench/watches.yaml and the bench_mysql
-role), ``ours-cold`` (the same with ``ANSIBLE_KOPF_WARM=false``: no warm servers),
-``ours-onecall`` (the same with bench_mysql_onecall: the role change of applying all
-objects in one module call, as roles/mysql now does), ``a``
+role, which applies every out-of-sync object in one module call as roles/mysql does),
+``ours-cold`` (the same with ``ANSIBLE_KOPF_WARM=false``: no warm servers),
+``ours-pertask`` (the same role with one ``kubernetes.core.k8s`` task per object, as
+roles/mysql was until 2026-11-21: bench/watches-pertask.yaml, bench/pertask.yml), ``a``
 (bench/baselines/direct.py: kopf + direct API calls), ``b``
 (bench/baselines/straightforward.py: a fresh ansible-runner run per event, one
 ``kubernetes.core.k8s`` task per object). ``ours``, ``ours-cold`` and ``b`` run at most 4
@@ -39,7 +40,7 @@ WORK = pathlib.Path(os.environ.get('BENCH_WORKDIR')
                     or pathlib.Path(tempfile.gettempdir()) / 'bench-otus-test')
 SPEC = {'password': 'benchpassword', 'storage_size': '1Gi', 'replicas': 1}
 LABELS = {'ours': 'ours (warm)', 'ours-cold': 'ours, cold (ANSIBLE_KOPF_WARM=false)',
-          'ours-onecall': 'ours, role applying all objects in 1 call',
+          'ours-pertask': 'ours, role with 1 task per object',
           'a': '(a) kopf + direct API calls', 'b': '(b) fresh ansible-runner per event'}
 
 
@@ -49,7 +50,7 @@ def operator(design: str, namespace: str, *, period: float = 0,
                else f"{period:g}", PYTHONPATH=str(harness.REPO / 'operator'))
     workdir = WORK / design / namespace
     if design.startswith('ours'):
-        default = 'watches-onecall.yaml' if design == 'ours-onecall' else 'watches.yaml'
+        default = 'watches-pertask.yaml' if design == 'ours-pertask' else 'watches.yaml'
         env.update(WATCHES_FILE=str(watches or harness.BENCH / default),
                    WATCH_NAMESPACE=namespace, ANSIBLE_KOPF_WORKDIR=str(workdir),
                    ANSIBLE_KOPF_MAX_RUNS='4', ANSIBLE_KOPF_WARM=str(design != 'ours-cold').lower())
@@ -190,7 +191,7 @@ def fmt(value: Any, unit: str = 's') -> str:
     return f"{value:.2f}{unit}"
 
 
-def report(results: dict[str, Any], context: dict[str, Any]) -> str:
+def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) -> str:
     designs = [d for d in LABELS if d in results]
     rows: list[tuple[str, list[str]]] = []
 
@@ -207,20 +208,20 @@ def report(results: dict[str, Any], context: dict[str, Any]) -> str:
     row('1 object: create -> Successful p50/p95 (min-max)', lambda r: fmt(r['latency']['one']))
     row('first object after operator start', lambda r: fmt(r['latency']['first_after_start']))
     row('10 at once: all Successful p50/p95 (min-max)', lambda r: fmt(r['latency']['ten_all']))
-    row('100 at once: all Successful', lambda r: fmt(r['latency']['hundred_all']))
-    row('100 at once: median object', lambda r: fmt(r['latency']['hundred_p50']))
+    row(f'{many} at once: all Successful', lambda r: fmt(r['latency']['hundred_all']))
+    row(f'{many} at once: median object', lambda r: fmt(r['latency']['hundred_p50']))
     row('unchanged reconcile wall p50/p95 (min-max)',
         lambda r: fmt(r['unchanged']['wall']))
     row('unchanged reconcile: writes per run', lambda r: str(r['unchanged']['writes_per_run']))
     row('RSS idle: operator process', lambda r: mb(r['latency']['memory_idle']['rss']))
     row('RSS idle: whole tree (PSS)', lambda r: f"{mb(r['latency']['memory_idle']['tree_rss'])}"
         f" ({mb(r['latency']['memory_idle']['tree_pss'])})")
-    row('RSS peak, 100 objects / 4 runs: tree (PSS)',
+    row(f'RSS peak, {many} objects / 4 runs: tree (PSS)',
         lambda r: f"{mb(r['latency']['memory_peak']['tree_rss'])} "
                   f"({mb(r['latency']['memory_peak']['tree_pss'])}), "
                   f"{r['latency']['memory_peak']['procs']} procs")
     row('VmHWM of the operator process', lambda r: mb(r['latency']['memory_idle']['hwm']))
-    row('disk after the 100+ reconciles (files)',
+    row(f'disk after the {many}+ reconciles (files)',
         lambda r: f"{r['latency']['disk_bytes'] / 1e6:.1f} MB ({r['latency']['disk_files']})"
                   f" / {r['latency']['runs']} runs")
     if any('real' in r for r in results.values()):
@@ -314,7 +315,7 @@ def save(results: dict[str, Any], context: dict[str, Any]) -> None:
 
 
 def write_outputs(results: dict[str, Any], context: dict[str, Any], many: int) -> None:
-    text = report(results, context)
+    text = report(results, context, many)
     print(text)
     (OUT / 'results.md').write_text(text + '\n')
     series = {LABELS[d]: [(r['latency'].get('one') or {}).get('p50'),

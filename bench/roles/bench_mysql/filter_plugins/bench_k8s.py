@@ -1,5 +1,5 @@
 """
-Filters of the bench roles (bench_mysql_onecall links this file): the mysql role's
+Filters of the bench role: the mysql role's
 ``k8s_in_sync`` and ``k8s_out_of_sync`` under bench names, loaded from roles/mysql by
 path (not copied), so the bench measures the same checks.
 """

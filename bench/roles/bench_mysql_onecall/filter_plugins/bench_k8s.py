@@ -1,1 +1,0 @@
-../../bench_mysql/filter_plugins/bench_k8s.py
