@@ -26,7 +26,8 @@ writes it (ansible-runner writes the very dict it handed to the ``event_handler`
 the log.
 
 What is logged (``ANSIBLE_LOG_EVENTS``): ``Tasks`` (default) logs each task result with
-its name at INFO (skips at DEBUG), failures at WARNING with the message; ``Everything``
+its name at INFO (skips at DEBUG; ``done (no_log)`` instead of ok/changed for a censored
+result, which no longer says which), failures at WARNING with the message; ``Everything``
 also logs the text Ansible printed for every event; ``Nothing`` logs nothing.
 The variables passed to the run are never logged.
 """
@@ -154,6 +155,8 @@ class Collector:
                 self._logger.debug(f"[{self._label}] task {task!r}: skipped")
             elif name in FAILED_EVENTS:
                 self._logger.info(f"[{self._label}] task {task!r}: failed (ignored)")
+            elif censored(res):  # the censored result no longer says whether it changed
+                self._logger.info(f"[{self._label}] task {task!r}: done (no_log)")
             else:
                 changed = isinstance(res, Mapping) and bool(res.get('changed'))
                 state = 'changed' if changed else 'ok'

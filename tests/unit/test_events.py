@@ -118,6 +118,7 @@ def test_tasks_are_logged_with_names_and_failures_as_warnings(
     with caplog.at_level(logging.DEBUG, logger='test.ansible'):
         c(ok('Create secret', changed=True))
         c(ok('Check'))
+        c({'event': 'runner_on_ok', 'event_data': {'task': 'Hidden', 'res': {'censored': CENSORED}}})
         c({'event': 'runner_on_skipped', 'event_data': {'task': 'Maybe'}})
         c(failed('Optional', {'msg': 'meh'}, ignore_errors=True))
         c(failed('Apply', {'msg': 'boom'}))
@@ -125,6 +126,7 @@ def test_tasks_are_logged_with_names_and_failures_as_warnings(
     assert records == [
         (logging.INFO, "[g/v1/K ns/n] task 'Create secret': changed"),
         (logging.INFO, "[g/v1/K ns/n] task 'Check': ok"),
+        (logging.INFO, "[g/v1/K ns/n] task 'Hidden': done (no_log)"),
         (logging.DEBUG, "[g/v1/K ns/n] task 'Maybe': skipped"),
         (logging.INFO, "[g/v1/K ns/n] task 'Optional': failed (ignored)"),
         (logging.WARNING, "[g/v1/K ns/n] task 'Apply' failed: boom"),
