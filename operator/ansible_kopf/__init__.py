@@ -13,6 +13,7 @@ Modules, one concept each; layers import only downward::
       locks                              the API calls; concurrency bounds
     warm                                 warm Ansible servers: started once, forked per run
     zygote, launch, wire                 the servers' process, their per-run client, protocol
+      preloads, children                 what a server imports; what its forked child does
     watches, extravars, config,          watches.yaml; a run's variables; env configuration;
       casing, durations                  SDK snake_case; Go durations
     constants                            names and defaults

@@ -38,12 +38,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Final
 
+from ansible_kopf.children import PER_RUN  # variables that may differ between runs of one server
+
 logger = logging.getLogger(__name__)
 
 HERE: Final = pathlib.Path(__file__).resolve().parent
 ZYGOTE: Final = HERE / 'zygote.py'
 LAUNCH: Final = HERE / 'launch.py'
-PER_RUN: Final = frozenset({'AWX_ISOLATED_DATA_DIR'})  # the same set as zygote.PER_RUN
 MAX_SERVERS: Final = 4  # playbook servers; the least recently used one is stopped beyond
 START_TIMEOUT: Final = 120.0  # seconds for a server to import and report ready
 RETRY_AFTER: Final = 60.0  # seconds of cold runs after a server failed to start

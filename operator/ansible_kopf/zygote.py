@@ -2,7 +2,8 @@
 A warm Ansible server: a process that has imported, once, what every run would import,
 and forks one child per request. Started and stopped by :mod:`warm`; reached through
 :mod:`launch`; speaks :mod:`wire`. Run as a script (``python zygote.py --role ...``):
-it imports no operator code besides :mod:`wire`, and no kopf.
+it imports no operator code besides :mod:`wire`, :mod:`preloads` (what it imports before
+forking) and :mod:`children` (what a child does), and no kopf.
 
 Two roles:
 
@@ -14,7 +15,7 @@ Two roles:
     takes the descriptors, environment and directory, starts its own session and calls
     ``ansible.cli.playbook.main``. ansible-core reads its configuration when it is
     imported, so a server only serves requests whose environment equals the one it was
-    started with, apart from :data:`PER_RUN` variables (``AWX_ISOLATED_DATA_DIR``),
+    started with, apart from :data:`children.PER_RUN` variables (``AWX_ISOLATED_DATA_DIR``),
     and whose configuration file is the same; any other request's child ``exec``\\ s the
     real ``ansible-playbook`` (correct, just not faster).
 
@@ -45,132 +46,31 @@ the process given as ``--parent`` (the operator) is gone, it sends SIGTERM to it
 children's groups and exits at once.
 """
 import argparse
-import atexit
 import contextlib
 import gc
 import importlib
 import os
-import re
 import selectors
 import signal
 import socket
 import sys
 import tempfile
 import time
-import traceback
-import types
-import zipfile
-import zlib
 from collections.abc import Callable
 from typing import Any, Final
 
 if __name__ == '__main__':
     # Run as a script, sys.path[0] is this directory, whose modules (config, events,
     # status ...) would shadow top-level modules of the same names in the runs: the
-    # package's parent replaces it, for `ansible_kopf.wire`.
+    # package's parent replaces it, for `ansible_kopf.wire`, `.preloads`, `.children`.
     _here = os.path.dirname(os.path.realpath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(_here))
-from ansible_kopf import wire
+from ansible_kopf import children, preloads, wire
 
-PER_RUN: Final = frozenset({'AWX_ISOLATED_DATA_DIR'})  # may differ between runs
 KILL_GRACE: Final = 10.0
 RECEIVE_TIMEOUT: Final = 30.0  # for a request's bytes once its connection is readable
 PR_SET_PDEATHSIG: Final = 1
-PLAYBOOK_PRELOAD: Final = (
-    'ansible.cli.playbook',
-    'ansible.executor.playbook_executor', 'ansible.plugins.strategy.linear',
-    'ansible.plugins.action.normal', 'ansible.plugins.connection.local',
-    'ansible.plugins.shell.sh', 'ansible.plugins.lookup.template', 'ansible.template',
-    'kubernetes.client', 'kubernetes.config', 'kubernetes.dynamic', 'jsonpatch', 'yaml',
-)
-MODULE_PRELOAD: Final = (
-    'ansible.module_utils.basic',
-    'ansible.module_utils._internal._ansiballz._loader',
-    'kubernetes.client', 'kubernetes.config', 'kubernetes.dynamic', 'jsonpatch', 'yaml',
-    'ansible_collections.kubernetes.core.plugins.module_utils.k8s.core',
-    'ansible_collections.kubernetes.core.plugins.module_utils.k8s.client',
-    'ansible_collections.kubernetes.core.plugins.module_utils.k8s.service',
-    'ansible_collections.kubernetes.core.plugins.module_utils.k8s.runner',
-    'ansible_collections.kubernetes.core.plugins.module_utils.k8s.resource',
-    'ansible_collections.kubernetes.core.plugins.module_utils.args_common',
-)
-# Module packages whose payloads may run in a child (their module_utils are preloaded).
-MODULE_PREFIXES: Final = ('ansible.modules.', 'ansible_collections.kubernetes.core.')
-# Files every payload ships as generated stubs, never compared with the installed ones.
-STUBS: Final = frozenset({'ansible/__init__.py', 'ansible/module_utils/__init__.py'})
-_FQN: Final = re.compile(r"^module_fqn='([A-Za-z0-9_.]+)',$", re.MULTILINE)
-_ZIP: Final = re.compile(r"^zip_data='([A-Za-z0-9+/=]*)',$", re.MULTILINE)
-
-
-def preload(names: tuple[str, ...]) -> list[str]:
-    """Import what can be imported; return what could not (the server still works)."""
-    missing = []
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception:  # an optional collection or library may be absent
-            missing.append(name)
-    return missing
-
-
-def collection_roots(env: dict[str, str]) -> list[str]:
-    """
-    The directories of ``ANSIBLE_COLLECTIONS_PATH`` (or the older ``..._PATHS``) that hold
-    an ``ansible_collections`` package: where the operator image installs kubernetes.core,
-    outside Python's path. The module server appends them to ``sys.path`` so that it can
-    preload the collection's module_utils; a payload only uses them if byte-identical.
-    """
-    raw = env.get('ANSIBLE_COLLECTIONS_PATH') or env.get('ANSIBLE_COLLECTIONS_PATHS') or ''
-    return [os.path.abspath(path) for path in raw.split(os.pathsep)
-            if path and os.path.isdir(os.path.join(path, 'ansible_collections'))]
-
-
-def preloaded_sources() -> dict[str, int]:
-    """
-    Zip-style path -> CRC-32 of every preloaded ansible/ansible_collections source file.
-    Paths come from the files, not the names: a module may stand in for another in
-    ``sys.modules`` (``ansible.module_utils.distro`` is the vendored ``_distro``).
-    """
-    roots = sorted((os.path.join(os.path.abspath(p), '') for p in sys.path if p),
-                   key=len, reverse=True)
-    crcs = {}
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, '__file__', None)
-        if not path or not name.startswith(('ansible.', 'ansible_collections.')) \
-                or not path.endswith('.py'):
-            continue
-        root = next((r for r in roots if path.startswith(r)), None)
-        if root is None:
-            continue
-        with open(path, 'rb') as file:
-            crcs[path[len(root):]] = zlib.crc32(file.read())
-    return crcs
-
-
-def module_mismatch(payload: str, crcs: dict[str, int]) -> str | None:
-    """Why this payload must run in a fresh interpreter, or ``None`` if it need not."""
-    fqn, data = _FQN.search(payload), _ZIP.search(payload)
-    if fqn is None or data is None:
-        return 'not an AnsiballZ payload'
-    if not fqn.group(1).startswith(MODULE_PREFIXES):
-        return f"module {fqn.group(1)} is not from a preloaded package"
-    import base64  # noqa: PLC0415
-    import binascii  # noqa: PLC0415
-    import io  # noqa: PLC0415
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(base64.b64decode(data.group(1))))
-    except (binascii.Error, zipfile.BadZipFile) as e:
-        return f"its zip_data cannot be read ({e})"
-    with archive:
-        for info in archive.infolist():
-            crc = crcs.get(info.filename)
-            if crc is None or info.filename in STUBS or (
-                    info.file_size == 0 and info.filename.endswith('__init__.py')):
-                continue
-            if crc != info.CRC:
-                return f"{info.filename} differs from the preloaded one"
-    return None
 
 
 def _child_setup(server: 'Server', connection: socket.socket, env: dict[str, str],
@@ -191,85 +91,6 @@ def _child_setup(server: 'Server', connection: socket.socket, env: dict[str, str
     os.environ.update(env)
     os.chdir(cwd)
     tempfile.tempdir = None  # recomputed from TMPDIR of this request
-
-
-def _finish(code: object) -> None:
-    """Leave the child as an interpreter would: exit handlers, flush, status."""
-    with contextlib.suppress(Exception):
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    status = code if isinstance(code, int) else (0 if code is None else 1)
-    if not isinstance(code, int) and code is not None:
-        with contextlib.suppress(Exception):
-            print(code, file=sys.stderr, flush=True)
-    os._exit(status)
-
-
-def _take_stdio(fds: list[int]) -> None:
-    for target, fd in enumerate(fds[:3]):
-        os.dup2(fd, target)
-    for fd in fds:
-        if fd > 2:  # noqa: PLR2004
-            os.close(fd)
-
-
-def playbook_child(request: dict[str, Any], fds: list[int], base_env: dict[str, str],
-                   config_file: str | None) -> None:
-    """In the child: become ``ansible-playbook`` for this request (never returns)."""
-    os.setsid()  # its own session and process group, like a spawned ansible-playbook
-    _take_stdio(fds)
-    argv = [str(a) for a in request['argv']]
-    env = {str(k): str(v) for k, v in request['env'].items()}
-    same = {k: v for k, v in env.items() if k not in PER_RUN} == \
-        {k: v for k, v in base_env.items() if k not in PER_RUN}
-    manager = importlib.import_module('ansible.config.manager')
-    if not same or manager.find_ini_config_file() != config_file:
-        os.execvpe(argv[0], argv, env)  # noqa: S606  (configuration differs: the real, cold program)
-    cli = importlib.import_module('ansible.cli.playbook')
-    display = importlib.import_module('ansible.utils.display')
-    display.Display()._set_column_width()  # the terminal of this run
-    sys.argv = argv
-    _run_then_finish(lambda: cli.main(argv))
-
-
-def _run_then_finish(work: Callable[[], object]) -> None:
-    """In a child: run ``work`` as a program's main, then exit with its status (never returns)."""
-    atexit._clear()
-    try:
-        work()
-        code: object = 0
-    except SystemExit as e:
-        code = e.code
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    _finish(code)
-
-
-def module_child(request: dict[str, Any], fds: list[int], crcs: dict[str, int],
-                 python: str) -> None:
-    """In the child: run the AnsiballZ payload as ``python`` would (never returns)."""
-    os.setpgid(0, 0)  # a group of its own: stopping the run stops the module's commands too
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    _take_stdio([devnull, *fds[:2]])
-    payload = str(request['payload'])
-    try:
-        payload.encode('utf-8')
-        reason = module_mismatch(payload, crcs)
-    except UnicodeEncodeError:
-        reason = 'the payload is not UTF-8'
-    if reason is not None:  # a fresh interpreter with the payload on stdin, as pipelining
-        with tempfile.TemporaryFile() as script:
-            script.write(payload.encode('utf-8', 'surrogateescape'))
-            script.seek(0)
-            os.dup2(script.fileno(), 0)
-        os.execv(python, [python])  # noqa: S606  (the real program, unchanged)
-    main = types.ModuleType('__main__')
-    sys.modules['__main__'] = main
-    sys.argv = ['']
-    _run_then_finish(lambda: exec(compile(payload, '<stdin>', 'exec'), main.__dict__))  # noqa: S102
 
 
 def _signal_run(pid: int, number: int) -> None:
@@ -327,11 +148,12 @@ class Server:
 
     def warm_up(self) -> list[str]:
         if self.role == 'module':
-            sys.path.extend(p for p in collection_roots(dict(os.environ)) if p not in sys.path)
-            missing = preload(MODULE_PRELOAD)
-            self.crcs = preloaded_sources()
+            roots = preloads.collection_roots(dict(os.environ))
+            sys.path.extend(p for p in roots if p not in sys.path)
+            missing = preloads.preload(preloads.MODULE_PRELOAD)
+            self.crcs = preloads.preloaded_sources()
         else:
-            missing = preload(PLAYBOOK_PRELOAD)
+            missing = preloads.preload(preloads.PLAYBOOK_PRELOAD)
             manager = importlib.import_module('ansible.config.manager')
             self.config_file = manager.find_ini_config_file()
         gc.collect()
@@ -424,9 +246,9 @@ class Server:
                 _child_setup(self, connection, {str(k): str(v) for k, v in request['env'].items()},
                              str(request['cwd']))
                 if self.role == 'module':
-                    module_child(request, fds, self.crcs, sys.executable)
+                    children.module_child(request, fds, self.crcs, sys.executable)
                 else:
-                    playbook_child(request, fds, self.base_env, self.config_file)
+                    children.playbook_child(request, fds, self.base_env, self.config_file)
             finally:
                 os._exit(70)
         for fd in fds:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ansible_kopf import events, runner, warm, zygote
+from ansible_kopf import events, runner, warm
 from tests import runs
 from tests.runs import PASSWORD, ancestry, files_under, make_job, playbook, role
 
@@ -307,10 +307,6 @@ def test_a_different_environment_gets_its_own_server(
     monkeypatch.delenv('ANSIBLE_PIPELINING')
     whoami(tree, warm_settings(tree, pool), 'back')
     assert_forked(ancestry(tree, 'controller', 'back'), first[0])
-
-
-def test_the_per_run_variables_are_the_same_on_both_sides() -> None:
-    assert warm.PER_RUN == zygote.PER_RUN
 
 
 def test_a_server_runs_requests_of_another_configuration_cold(

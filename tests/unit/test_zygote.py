@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ansible_kopf import warm, wire, zygote
+from ansible_kopf import preloads, warm, wire, zygote
 from tests import runs
 
 
@@ -185,14 +185,14 @@ CRCS = {'ansible/module_utils/basic.py': zlib.crc32(b'basic'),
 ])
 def test_only_payloads_that_match_the_preloaded_code_run_in_the_child(
         fqn: str, files: dict[str, bytes], reason: str | None) -> None:
-    found = zygote.module_mismatch(payload(fqn, files), CRCS)
+    found = preloads.module_mismatch(payload(fqn, files), CRCS)
     assert found is None if reason is None else reason in (found or '')
 
 
 def test_anything_else_runs_in_a_fresh_python() -> None:
-    assert zygote.module_mismatch("print('hello')", CRCS) == 'not an AnsiballZ payload'
+    assert preloads.module_mismatch("print('hello')", CRCS) == 'not an AnsiballZ payload'
     broken = "module_fqn='ansible.modules.ping',\nzip_data='AAAA',\n"
-    assert 'cannot be read' in (zygote.module_mismatch(broken, CRCS) or '')
+    assert 'cannot be read' in (preloads.module_mismatch(broken, CRCS) or '')
 
 
 def test_collection_roots_are_the_collection_paths_that_hold_collections(tmp_path: pathlib.Path) -> None:
@@ -201,9 +201,9 @@ def test_collection_roots_are_the_collection_paths_that_hold_collections(tmp_pat
     without = tmp_path / 'without'
     without.mkdir()
     value = os.pathsep.join([str(with_collections), str(without), str(tmp_path / 'absent'), ''])
-    assert zygote.collection_roots({'ANSIBLE_COLLECTIONS_PATH': value}) == [str(with_collections)]
-    assert zygote.collection_roots({'ANSIBLE_COLLECTIONS_PATHS': str(with_collections)}) == [str(with_collections)]
-    assert zygote.collection_roots({}) == []
+    assert preloads.collection_roots({'ANSIBLE_COLLECTIONS_PATH': value}) == [str(with_collections)]
+    assert preloads.collection_roots({'ANSIBLE_COLLECTIONS_PATHS': str(with_collections)}) == [str(with_collections)]
+    assert preloads.collection_roots({}) == []
 
 
 def test_the_module_server_preloads_a_collection_found_only_on_the_collections_path(
