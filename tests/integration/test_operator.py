@@ -255,3 +255,33 @@ def test_failed_secret_write_names_the_secret_and_never_shows_the_password(
     leaked = [str(p) for p in artifacts if password.encode() in p.read_bytes()
               or base64.b64encode(password.encode()) in p.read_bytes()]
     assert leaked == [], leaked
+
+
+@pytest.mark.usefixtures("explain")
+def test_deleting_a_server_that_is_not_ready_waits_until_skipping_the_backup_is_allowed(
+        cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+    """No backup can be taken from a server that is not ready: the deletion fails loudly
+    (Failure condition, Warning event, finalizer kept) until the user allows deleting
+    without a backup with the skip annotation; then the object goes, with no backup Job."""
+    ns, name = op_namespace, "notready"
+    # The cluster's pause image runs (or, on another cluster, fails to pull): never ready.
+    cluster.apply(oh.mysql_object(name, ns, image="localhost/pause:k8s-1.20.2"))
+    oh.wait_successful(cluster, ns, name, operator)
+    cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--wait=false")
+
+    def refused() -> bool:
+        cond = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure")
+        return bool(cond and cond["status"] == "True" and "has no ready pod" in cond["message"])
+    cluster.wait_for(refused, timeout=180, what="the deletion to be refused", interval=2)
+    obj = cluster.get("-n", ns, "mysqls.otus.homework", name)
+    assert obj["metadata"].get("deletionTimestamp") and obj["metadata"].get("finalizers"), obj["metadata"]
+    events = cluster.get("-n", ns, "events", "--field-selector", f"involvedObject.name={name}")["items"]
+    warnings = [e["message"] for e in events if e["type"] == "Warning"]
+    assert any("backup before deletion is not possible" in m for m in warnings), warnings
+
+    cluster.kubectl("-n", ns, "annotate", "mysqls.otus.homework", name,
+                    "otus.homework/skip-backup-if-unavailable=true")
+    cluster.wait_for(lambda: cluster.kubectl("-n", ns, "get", "mysqls.otus.homework", name,
+                                             check=False).returncode != 0,
+                     timeout=300, what="the object to be deleted", interval=2)
+    assert cluster.kubectl("-n", ns, "get", "job", f"{name}-backup", check=False).returncode != 0
