@@ -285,3 +285,34 @@ def test_deleting_a_server_that_is_not_ready_waits_until_skipping_the_backup_is_
                                              check=False).returncode != 0,
                      timeout=300, what="the object to be deleted", interval=2)
     assert cluster.kubectl("-n", ns, "get", "job", f"{name}-backup", check=False).returncode != 0
+
+
+@pytest.mark.usefixtures("explain")
+def test_image_change_rolls_the_deployment_and_storage_growth_is_reported(
+        cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+    """spec.image reaches the Deployment's pod template; spec.storage_size growth on a
+    hostPath volume (no StorageClass, so no expansion) leaves the claim as it was and says
+    why in status.storage."""
+    ns, name = op_namespace, "changes"
+    cluster.apply(oh.mysql_object(name, ns))
+    created = oh.wait_successful(cluster, ns, name, operator)
+    assert created["status"]["storage"]["current"] == "1Gi", created["status"]
+    new_image = "localhost/pause:k8s-1.20.2"  # any other image; it need not serve MySQL here
+    cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
+                    json.dumps({"spec": {"image": new_image, "storage_size": "2Gi"}}))
+    changed = oh.wait_successful(cluster, ns, name, operator)
+    assert changed["metadata"]["generation"] > created["metadata"]["generation"]
+
+    deployment = cluster.get("-n", ns, "deployment", name)
+    assert [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]] == [new_image]
+    storage = changed["status"]["storage"]
+    assert storage["requested"] == "2Gi" and storage["current"] == "1Gi", storage
+    assert str(storage["resizable"]).lower() == "false", storage
+    assert "hostPath" in storage["reason"] and "cannot be expanded" in storage["reason"], storage
+    pvc = cluster.get("-n", ns, "pvc", f"{name}-data")
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "1Gi", pvc["spec"]
+
+    # The new image never gets ready, so no backup can be taken: allow deleting without one.
+    cluster.kubectl("-n", ns, "annotate", "mysqls.otus.homework", name,
+                    "otus.homework/skip-backup-if-unavailable=true")
+    cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
