@@ -273,19 +273,23 @@ def exited(pid: int) -> bool:
         return True
 
 
+def _option(pid: int, name: bytes) -> bytes:
+    """The value after option ``name`` on a server's command line."""
+    cmdline = (pathlib.Path('/proc') / str(pid) / 'cmdline').read_bytes().split(b'\0')
+    return cmdline[cmdline.index(name) + 1]
+
+
 def servers(pool: warm.Pool) -> dict[str, list[int]]:
     """The pool's live servers by role (``playbook``, ``module``), from their command lines."""
     found: dict[str, list[int]] = {'playbook': [], 'module': []}
     for pid in pool.pids:
-        cmdline = (pathlib.Path('/proc') / str(pid) / 'cmdline').read_bytes().split(b'\0')
-        found[cmdline[cmdline.index(b'--role') + 1].decode()].append(pid)
+        found[_option(pid, b'--role').decode()].append(pid)
     return found
 
 
 def socket_of(pid: int) -> pathlib.Path:
     """The socket a server listens on, from its command line."""
-    cmdline = (pathlib.Path('/proc') / str(pid) / 'cmdline').read_bytes().split(b'\0')
-    return pathlib.Path(os.fsdecode(cmdline[cmdline.index(b'--socket') + 1]))
+    return pathlib.Path(os.fsdecode(_option(pid, b'--socket')))
 
 
 def eventually(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
