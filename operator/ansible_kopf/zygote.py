@@ -154,6 +154,7 @@ class Server:
             self.crcs = preloads.preloaded_sources()
         else:
             missing = preloads.preload(preloads.PLAYBOOK_PRELOAD)
+            missing += preloads.load_playbook_plugins()
             manager = importlib.import_module('ansible.config.manager')
             self.config_file = manager.find_ini_config_file()
         gc.collect()

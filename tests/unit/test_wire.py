@@ -1,5 +1,5 @@
-"""The frames between warm servers and their clients: JSON objects, descriptors alongside."""
-import json
+"""The frames between warm servers and their clients: marshalled dictionaries, descriptors alongside."""
+import marshal
 import os
 import socket
 import struct
@@ -53,7 +53,8 @@ def test_a_message_cut_short_is_an_error(pair: tuple[socket.socket, socket.socke
 
 @pytest.mark.parametrize('data', [
     struct.pack('>I', wire.MAX_MESSAGE + 1),
-    struct.pack('>I', 2) + b'[]',
+    struct.pack('>I', 2) + b'[]',  # not marshal data
+    struct.pack('>I', len(marshal.dumps([1]))) + marshal.dumps([1]),  # not a dictionary
 ])
 def test_a_broken_message_closes_the_descriptors_it_brought(
         pair: tuple[socket.socket, socket.socket], data: bytes) -> None:
@@ -68,9 +69,9 @@ def test_a_broken_message_closes_the_descriptors_it_brought(
     os.close(read)
 
 
-def test_messages_are_json_objects(pair: tuple[socket.socket, socket.socket]) -> None:
+def test_messages_are_marshalled_dictionaries(pair: tuple[socket.socket, socket.socket]) -> None:
     left, right = pair
     wire.send(left, {'status': 256})
     data = right.recv(100)
-    assert json.loads(data[4:]) == {'status': 256}
+    assert marshal.loads(data[4:]) == {'status': 256}  # noqa: S302  (our own bytes)
     assert struct.unpack('>I', data[:4]) == (len(data) - 4,)

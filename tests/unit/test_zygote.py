@@ -5,7 +5,9 @@ and a payload that is not AnsiballZ runs in a fresh python, which makes a handy 
 """
 import base64
 import contextlib
+import importlib
 import io
+import json
 import os
 import pathlib
 import signal
@@ -224,6 +226,46 @@ def test_the_module_server_preloads_a_collection_found_only_on_the_collections_p
                           check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == str(package / 'args_common.py')
+
+
+def test_the_playbook_server_loads_plugins_as_a_run_would_but_not_ansible_runners_callback(
+        tmp_path: pathlib.Path) -> None:
+    """
+    What a run loads through ansible's plugin loader is loaded once by the server (so
+    runs and task workers find it in sys.modules); ansible-runner's awx_display is not:
+    it reads the run's AWX_ISOLATED_DATA_DIR when it is imported.
+    """
+    ansible_runner = importlib.import_module('ansible_runner')
+    callbacks = pathlib.Path(ansible_runner.__file__).parent / 'display_callback' / 'callback'
+    code = ("import json, sys; from ansible_kopf import zygote; "
+            f"missing = zygote.Server({str(tmp_path / 'p.sock')!r}, 'playbook').warm_up(); "
+            "print(json.dumps({'missing': missing, 'modules': sorted(sys.modules)}))")
+    env = {**os.environ, 'ANSIBLE_CALLBACK_PLUGINS': str(callbacks),
+           'ANSIBLE_STDOUT_CALLBACK': 'awx_display',
+           'PYTHONPATH': str(pathlib.Path(zygote.__file__).parents[1])}
+    env.pop('AWX_ISOLATED_DATA_DIR', None)
+    done = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
+                          check=False, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report['missing'] == []
+    modules = set(report['modules'])
+    assert 'ansible_collections.kubernetes.core.plugins.lookup.k8s' in modules
+    assert 'ansible_collections.kubernetes.core.plugins.module_utils.k8s.client' in modules
+    assert any(m.endswith('.junit') for m in modules)  # a builtin callback
+    assert not [m for m in modules if 'awx_display' in m]
+
+
+def test_the_launch_client_imports_no_heavy_modules(tmp_path: pathlib.Path) -> None:
+    """launch.py runs once per run and once per module call: C modules, os and wire only."""
+    code = (f"import sys; sys.argv = ['launch.py']; sys.path.insert(0, {str(warm.HERE.parent)!r}); "
+            "from ansible_kopf import launch; print(' '.join(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, '-IS', '-c', code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    modules = set(done.stdout.split())
+    assert 'ansible_kopf.wire' in modules
+    assert not modules & {'json', 'socket', 'signal', 'subprocess', 'typing', 'contextlib',
+                          'enum', 're', 'collections'}, modules
 
 
 @pytest.mark.parametrize('role', ['playbook', 'python'])
