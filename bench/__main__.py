@@ -244,7 +244,7 @@ def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) ->
         'Bench role: Secret, PV, PVC, Deployment, Service as the mysql role applies them, with',
         'the pause image instead of MariaDB and no waits on pods; 100-object scenario with',
         'replicas: 0 (the shared node runs at most 110 pods). Times are seconds from the',
-        'create request until the object was seen Successful (polled every 50 ms).',
+        'create request until a watch saw the object Successful.',
         f"Context: {json.dumps(context)}",
     ]
     return '\n'.join(lines + notes)

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any
 from tests import kube
 
 REPO = Path(__file__).resolve().parents[2]
-MYSQL_IMAGE = os.environ.get("TEST_MYSQL_IMAGE", "localhost/mariadb:10.11-bookworm")
+MYSQL_IMAGE = kube.MYSQL_IMAGE
 
 
 @dataclass
@@ -119,25 +118,8 @@ def sql_job(cluster: kube.Cluster, namespace: str, host: str, database: str, sql
             timeout: float = 240) -> str:
     """Run `sql` in a Job pod that connects to `host` by DNS name; return its output."""
     name = f"sql-{uuid.uuid4().hex[:8]}"
-    manifest = textwrap.dedent(f"""\
-        apiVersion: batch/v1
-        kind: Job
-        metadata: {{name: {name}, namespace: {namespace}, labels: {{test-client: "true"}}}}
-        spec:
-          backoffLimit: 0
-          template:
-            spec:
-              restartPolicy: Never
-              containers:
-              - name: client
-                image: {MYSQL_IMAGE}
-                imagePullPolicy: IfNotPresent
-                env:
-                - name: MYSQL_PWD
-                  valueFrom: {{secretKeyRef: {{name: {secret}, key: {key}}}}}
-                command: [mysql, -h, {host}, -u{user}, --batch, --skip-column-names,
-                          --connect-timeout=10, {database}, -e, {json.dumps(sql)}]
-        """)
+    manifest = kube.sql_client_job(namespace, name, host, database, sql, secret=secret, key=key,
+                                   user=user, labels={"test-client": "true"})
     cluster.apply(manifest)
     if expect_success:
         cluster.wait_job(namespace, name, timeout=timeout)

@@ -5,7 +5,6 @@ These talk to a real API server and a real node (the local cluster, or `$KUBECON
 
 from __future__ import annotations
 
-import os
 import shutil
 import textwrap
 import uuid
@@ -16,7 +15,7 @@ import pytest
 
 from tests import kube
 
-MYSQL_IMAGE = os.environ.get("TEST_MYSQL_IMAGE", "localhost/mariadb:10.11-bookworm")
+MYSQL_IMAGE = kube.MYSQL_IMAGE
 HOSTPATH_BASE = Path("/var/lib/otus-smoke")
 
 
@@ -88,24 +87,7 @@ def _server_manifests(namespace: str, path: Path) -> str:
 
 
 def _client_job(namespace: str, name: str, host: str, sql: str) -> str:
-    return textwrap.dedent(f"""\
-        apiVersion: batch/v1
-        kind: Job
-        metadata: {{name: {name}, namespace: {namespace}}}
-        spec:
-          backoffLimit: 0
-          template:
-            spec:
-              restartPolicy: Never
-              containers:
-              - name: client
-                image: {MYSQL_IMAGE}
-                imagePullPolicy: IfNotPresent
-                env:
-                - name: MYSQL_PWD
-                  valueFrom: {{secretKeyRef: {{name: db, key: password}}}}
-                command: [mysql, -h, {host}, -uroot, --batch, --skip-column-names, smoke, -e, "{sql}"]
-        """)
+    return kube.sql_client_job(namespace, name, host, "smoke", sql, secret="db")
 
 
 def test_mysql_deployment_reached_by_service_dns_name(cluster: kube.Cluster, namespace: str, hostpath_dir: Path) -> None:

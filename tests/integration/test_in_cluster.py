@@ -41,7 +41,7 @@ from tests import kube
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "images" / "operator" / "build.sh"
-MYSQL_IMAGE = os.environ.get("TEST_MYSQL_IMAGE", "localhost/mariadb:10.11-bookworm")
+MYSQL_IMAGE = kube.MYSQL_IMAGE
 OPERATOR_NAMESPACE = "mysql-operator"
 DEPLOYMENT = "mysql-operator"
 LOCK = "mysql-operator-lock"
@@ -305,30 +305,8 @@ def mysql_object(namespace: str, name: str, password: str) -> str:
 
 def client_job(namespace: str, job: str, instance: str, sql: str) -> str:
     """A Job that runs SQL through the instance's Service, as an application would."""
-    host = f"{instance}.{namespace}.svc.cluster.local"
-    script = (f"for i in $(seq 60); do mysqladmin -h {host} -uroot ping >/dev/null 2>&1 && break; "
-              f"sleep 2; done; exec mysql -h {host} -uroot --batch --skip-column-names shop "
-              f"-e \"$SQL\"")
-    return textwrap.dedent(f"""\
-        apiVersion: batch/v1
-        kind: Job
-        metadata: {{name: {job}, namespace: {namespace}}}
-        spec:
-          backoffLimit: 0
-          template:
-            spec:
-              restartPolicy: Never
-              containers:
-              - name: client
-                image: {MYSQL_IMAGE}
-                imagePullPolicy: IfNotPresent
-                command: [sh, -c, {json.dumps(script)}]
-                env:
-                - name: SQL
-                  value: {json.dumps(sql)}
-                - name: MYSQL_PWD
-                  valueFrom: {{secretKeyRef: {{name: {instance}-credentials, key: password}}}}
-        """)
+    return kube.sql_client_job(namespace, job, f"{instance}.{namespace}.svc.cluster.local", "shop", sql,
+                               secret=f"{instance}-credentials", wait_for_server=True)
 
 
 def run_sql(cluster: kube.Cluster, namespace: str, instance: str, job: str, sql: str) -> list[str]:

@@ -185,6 +185,37 @@ def test_password_rotation(cluster: kube.Cluster, op_namespace: str, operator: o
 
 
 @pytest.mark.usefixtures("explain")
+def test_password_rotation_through_the_referenced_secret(cluster: kube.Cluster, op_namespace: str,
+                                                         operator: oh.Operator) -> None:
+    """
+    spec.passwordSecretRef: the operator does not watch the user's Secret; the periodic
+    reconcile (reconcilePeriod 60s) notices the edit and rotates the password inside the
+    server, then in <name>-credentials.
+    """
+    ns, name = op_namespace, "refrotate"
+    host = f"{name}.{ns}.svc.cluster.local"
+    cluster.kubectl("-n", ns, "create", "secret", "generic", "ref-root", "--from-literal=password=first-pass")
+    cluster.kubectl("-n", ns, "create", "secret", "generic", "first-login", "--from-literal=password=first-pass")
+    body = oh.mysql_object(name, ns).replace('"password": "otuspassword"', '"passwordSecretRef": {"name": "ref-root"}')
+    cluster.apply(body)
+    oh.wait_successful(cluster, ns, name, operator)
+    oh.wait_ready(cluster, ns, name)
+    assert _secret_value(cluster, ns, f"{name}-credentials") == "first-pass"
+    oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret="first-login")
+
+    new = base64.b64encode(b"second pass'word").decode()
+    cluster.kubectl("-n", ns, "patch", "secret", "ref-root", "--type=merge", "-p", json.dumps({"data": {"password": new}}))
+    cluster.wait_for(lambda: _secret_value(cluster, ns, f"{name}-credentials") == "second pass'word",
+                     timeout=240, what="the periodic reconcile to rotate the password", interval=3)
+    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials")
+    assert out.strip().startswith("root@")
+    denied = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret="first-login", expect_success=False)
+    assert "Access denied" in denied, denied
+    obj = cluster.get("-n", ns, "mysqls.otus.homework", name)
+    assert "second pass" not in json.dumps(obj.get("status", {}))
+
+
+@pytest.mark.usefixtures("explain")
 def test_bad_reference_reports_failure_condition_and_event(cluster: kube.Cluster, op_namespace: str,
                                                             operator: oh.Operator) -> None:
     ns, name = op_namespace, "badref"
