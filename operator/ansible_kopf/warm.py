@@ -14,6 +14,14 @@ Where a cold run spends its time, and what the pool removes (figures: bench/READ
   ``kubernetes`` client and kubernetes.core (~1 s per ``kubernetes.core.k8s`` task):
   the inventory's ``ansible_python_interpreter`` is a script that hands pipelined
   payloads to the *module server*, which forks a child that runs the payload.
+* plugin loading in every run and every task's worker (collection loader, connection,
+  shell, callback, filter and test plugins, the kubernetes.core lookup and its
+  module_utils, their documentation's YAML): the playbook server loads them once
+  (:func:`preloads.load_playbook_plugins`). Plugins next to a role or playbook are still
+  loaded by each run, so edits to roles show at the next run; a collection or
+  ansible-core upgraded in place is seen after the operator restarts (as a new image).
+* a Python start-up with ``socket``, ``json`` and ``subprocess`` for each run's and each
+  module call's client (~40 ms of CPU): :mod:`launch` and :mod:`wire` import C modules.
 
 Playbook servers are keyed by the run's environment (ansible-core reads its
 configuration at import): one per distinct environment, normally one per operator,
