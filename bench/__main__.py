@@ -38,6 +38,7 @@ from bench.baselines import common
 OUT = harness.BENCH / 'out'
 WORK = pathlib.Path(os.environ.get('BENCH_WORKDIR')
                     or pathlib.Path(tempfile.gettempdir()) / 'bench-otus-test')
+WARM_IDLE = 30.0  # ANSIBLE_KOPF_WARM_IDLE of `ours` (default 300 s); idle memory is read after it
 SPEC = {'password': 'benchpassword', 'storage_size': '1Gi', 'replicas': 1}
 LABELS = {'ours': 'ours (warm)', 'ours-cold': 'ours, cold (ANSIBLE_KOPF_WARM=false)',
           'ours-pertask': 'ours, role with 1 task per object',
@@ -53,6 +54,7 @@ def operator(design: str, namespace: str, *, period: float = 0,
         default = 'watches-pertask.yaml' if design == 'ours-pertask' else 'watches.yaml'
         env.update(WATCHES_FILE=str(watches or harness.BENCH / default),
                    WATCH_NAMESPACE=namespace, ANSIBLE_KOPF_WORKDIR=str(workdir),
+                   ANSIBLE_KOPF_WARM_IDLE=f"{WARM_IDLE:g}s",
                    ANSIBLE_KOPF_MAX_RUNS='4', ANSIBLE_KOPF_WARM=str(design != 'ours-cold').lower())
         command = [harness.python(), '-m', 'ansible_kopf']
     else:
@@ -111,6 +113,9 @@ def latency_scenarios(cluster: harness.Cluster, design: str, args: argparse.Name
         result['memory_peak'] = dict(sampler.peak)
         time.sleep(5)
         result['memory_idle'] = harness.memory(op.pid)
+        if design.startswith('ours') and design != 'ours-cold':  # the warm servers' idle stop
+            time.sleep(WARM_IDLE + 5)
+            result['memory_idle_stopped'] = harness.memory(op.pid)
         runs = len(op.reconciled())
         result['runs'] = runs
         result['disk_bytes'], result['disk_files'] = harness.disk(WORK / design / namespace)
@@ -216,6 +221,10 @@ def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) ->
     row('RSS idle: operator process', lambda r: mb(r['latency']['memory_idle']['rss']))
     row('RSS idle: whole tree (PSS)', lambda r: f"{mb(r['latency']['memory_idle']['tree_rss'])}"
         f" ({mb(r['latency']['memory_idle']['tree_pss'])})")
+    row(f'RSS idle {WARM_IDLE:g} s later (ANSIBLE_KOPF_WARM_IDLE): tree (PSS)',
+        lambda r: f"{mb(r['latency']['memory_idle_stopped']['tree_rss'])}"
+                  f" ({mb(r['latency']['memory_idle_stopped']['tree_pss'])}), "
+                  f"{r['latency']['memory_idle_stopped']['procs']} procs")
     row(f'RSS peak, {many} objects / 4 runs: tree (PSS)',
         lambda r: f"{mb(r['latency']['memory_peak']['tree_rss'])} "
                   f"({mb(r['latency']['memory_peak']['tree_pss'])}), "

@@ -5,7 +5,8 @@ Names follow the Operator SDK where it has one (``WATCHES_FILE``, ``WATCH_NAMESP
 ``ANSIBLE_VERBOSITY``, ``MAX_RUNNER_ARTIFACTS``, ``HEALTH_PROBE_BIND_ADDRESS``,
 ``ANSIBLE_LOG_EVENTS`` for the SDK's ``--ansible-log-events``); the rest are
 prefixed ``ANSIBLE_KOPF_`` (``ANSIBLE_KOPF_WARM=false`` turns the warm servers of
-:mod:`warm` off). Behaviour per kind lives in ``watches.yaml``, not here.
+:mod:`warm` off; ``ANSIBLE_KOPF_WARM_IDLE``, a Go duration, is how long they stay without
+runs before they stop, ``0`` for never). Behaviour per kind lives in ``watches.yaml``, not here.
 """
 import dataclasses
 import os
@@ -13,7 +14,7 @@ import pathlib
 import tempfile
 from collections.abc import Mapping
 
-from ansible_kopf import constants
+from ansible_kopf import constants, durations
 
 
 class ConfigError(ValueError):
@@ -32,6 +33,7 @@ class Config:
     liveness_endpoint: str | None  # e.g. http://0.0.0.0:8080/healthz
     kubeconfig: str | None  # handed to kubernetes.core as K8S_AUTH_KUBECONFIG
     warm: bool = True  # runs fork from warm Ansible servers (see warm.py)
+    warm_idle: float = constants.DEFAULT_WARM_IDLE  # seconds unused before they stop; 0: never
 
     @property
     def clusterwide(self) -> bool:
@@ -80,6 +82,16 @@ def _boolean(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name}={raw!r}: expected true or false")
 
 
+def _duration(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, '').strip()
+    if not raw:
+        return default
+    try:
+        return durations.parse(raw)
+    except durations.DurationError as e:
+        raise ConfigError(f"{name}={raw!r}: {e}") from None
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Config:
     """Read the configuration; raise :class:`ConfigError` naming the bad variable."""
     env = os.environ if env is None else env
@@ -105,4 +117,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
         liveness_endpoint=liveness_endpoint(env.get(constants.ENV_HEALTH_PROBE, '')),
         kubeconfig=env.get(constants.ENV_KUBECONFIG, '').strip() or None,
         warm=_boolean(env, constants.ENV_WARM, True),
+        warm_idle=_duration(env, constants.ENV_WARM_IDLE, constants.DEFAULT_WARM_IDLE),
     )

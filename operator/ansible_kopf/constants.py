@@ -15,12 +15,14 @@ ENV_MAX_RUNNER_ARTIFACTS: Final = 'MAX_RUNNER_ARTIFACTS'
 ENV_HEALTH_PROBE: Final = 'HEALTH_PROBE_BIND_ADDRESS'
 ENV_KUBECONFIG: Final = 'KUBECONFIG'
 ENV_WARM: Final = 'ANSIBLE_KOPF_WARM'  # false: every run starts a cold ansible-playbook
+ENV_WARM_IDLE: Final = 'ANSIBLE_KOPF_WARM_IDLE'  # Go duration; warm servers stop after it unused
 
 # --- Defaults. ---
 DEFAULT_WATCHES_FILE: Final = './watches.yaml'
 DEFAULT_WORKDIR_NAME: Final = 'ansible-kopf'  # under the system temp dir
 DEFAULT_MAX_RUNS: Final = 4
 DEFAULT_MAX_RUNNER_ARTIFACTS: Final = 20
+DEFAULT_WARM_IDLE: Final = 300.0  # seconds; 0: never stop (longer than any reconcilePeriod we ship)
 DEFAULT_MAX_CONCURRENT_RECONCILES: Final = 1
 DEFAULT_LOG_EVENTS: Final = 'Tasks'
 LOG_EVENTS_CHOICES: Final = ('Nothing', 'Tasks', 'Everything')

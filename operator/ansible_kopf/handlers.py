@@ -152,7 +152,7 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     except (config.ConfigError, watches.WatchesError) as e:
         raise kopf.PermanentError(str(e)) from None
     configure(settings, finalizer=finalizer_name(entries, logger), namespaced=not cfg.clusterwide)
-    pool = warm.Pool(cfg.workdir / 'warm') if cfg.warm else None
+    pool = warm.Pool(cfg.workdir / 'warm', idle_timeout=cfg.warm_idle) if cfg.warm else None
     memo['pool'] = pool
     shared = runner.Settings(workdir=cfg.workdir, verbosity=cfg.verbosity,
                              log_events=cfg.log_events, kubeconfig=cfg.kubeconfig, pool=pool)

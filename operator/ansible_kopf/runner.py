@@ -190,35 +190,37 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
     variables = env_dir / 'extravars'  # ansible-runner passes it as `-e @<path>`
     started = time.monotonic()
     status, rc = 'failed', -1
-    try:
-        descriptor = os.open(variables, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, 'w', encoding='utf-8') as file:
-            file.write(extravars.dumps(job.extravars))
-        interpreter = settings.pool.interpreter() if settings.pool else sys.executable
-        result = ansible_runner.interface.init_runner(
-            private_data_dir=str(job.private_data_dir),
-            playbook=str(playbook(job.target, settings.workdir)),
-            inventory=str(inventory(settings.workdir, interpreter)),
-            ident=ident,
-            rotate_artifacts=job.max_artifacts,
-            envvars=envvars(job, settings, os.environ),
-            verbosity=settings.verbosity or None,
-            quiet=True,  # do not echo Ansible's output to our stdout; the collector logs it
-            suppress_env_files=True,  # no env/envvars etc. written from our arguments
-            fact_cache_type='memory',  # no facts cached into the artifacts
-            event_handler=collector,
-            cancel_callback=Cancellation(cancel, collector),
-        )
-        if settings.pool is not None:  # same run, but forked from an imported ansible
-            result.config.command = settings.pool.command(result.config.command,
-                                                          result.config.env)
-        result.run()
-        status, rc = str(result.status), (result.rc if result.rc is not None else -1)
-    except Exception as e:  # a broken run must not break the operator: report it as failed
-        logger.exception(f"[{job.label}] ansible-runner could not run")
-        collector.errors.append(f"ansible-runner error: {e}")
-    finally:
-        variables.unlink(missing_ok=True)
+    # the pool's servers do not stop as idle while this run is under way
+    with settings.pool.in_use() if settings.pool else contextlib.nullcontext():
+        try:
+            descriptor = os.open(variables, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, 'w', encoding='utf-8') as file:
+                file.write(extravars.dumps(job.extravars))
+            interpreter = settings.pool.interpreter() if settings.pool else sys.executable
+            result = ansible_runner.interface.init_runner(
+                private_data_dir=str(job.private_data_dir),
+                playbook=str(playbook(job.target, settings.workdir)),
+                inventory=str(inventory(settings.workdir, interpreter)),
+                ident=ident,
+                rotate_artifacts=job.max_artifacts,
+                envvars=envvars(job, settings, os.environ),
+                verbosity=settings.verbosity or None,
+                quiet=True,  # do not echo Ansible's output to our stdout; the collector logs it
+                suppress_env_files=True,  # no env/envvars etc. written from our arguments
+                fact_cache_type='memory',  # no facts cached into the artifacts
+                event_handler=collector,
+                cancel_callback=Cancellation(cancel, collector),
+            )
+            if settings.pool is not None:  # same run, but forked from an imported ansible
+                result.config.command = settings.pool.command(result.config.command,
+                                                              result.config.env)
+            result.run()
+            status, rc = str(result.status), (result.rc if result.rc is not None else -1)
+        except Exception as e:  # a broken run must not break the operator: report it as failed
+            logger.exception(f"[{job.label}] ansible-runner could not run")
+            collector.errors.append(f"ansible-runner error: {e}")
+        finally:
+            variables.unlink(missing_ok=True)
     return collector.outcome(status=status, rc=rc, ident=ident,
                              duration=time.monotonic() - started)
 

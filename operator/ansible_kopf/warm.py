@@ -29,8 +29,12 @@ at most :data:`MAX_SERVERS` (an evicted one finishes its runs first). There is o
 module server. A server that died is started again on the next run; a run whose server
 cannot start (nor be reached) runs cold, and so do the runs of the next
 :data:`RETRY_AFTER` seconds. Servers exit with the operator (they watch their parent)
-and on :meth:`Pool.close`; a run's process dies with its server.
+and on :meth:`Pool.close`; a run's process dies with its server. With ``idle_timeout``,
+servers that served no run for that long stop (the operator then holds only its own
+memory); the next run starts them again and waits for their imports (~2 s), as the
+first run after the operator started.
 """
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -43,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Final
 
 from ansible_kopf.children import PER_RUN  # variables that may differ between runs of one server
@@ -122,10 +126,16 @@ class Pool:
     socket can have ansible-playbook run as the operator.
     """
 
-    def __init__(self, directory: pathlib.Path, *, python: str = sys.executable) -> None:
+    def __init__(self, directory: pathlib.Path, *, python: str = sys.executable,
+                 idle_timeout: float = 0.0) -> None:
         self.directory = directory
         self.python = python
+        self.idle_timeout = idle_timeout  # seconds without runs before servers stop; 0: never
         self._lock = threading.Lock()
+        self._active = 0  # runs under way (see in_use)
+        self._last_run = time.monotonic()
+        self._reaper: threading.Thread | None = None
+        self._stop_reaper = threading.Event()
         self._playbook: dict[str, Server] = {}
         self._module: Server | None = None
         self._retired: list[Server] = []  # stopped by eviction, finishing their runs
@@ -136,6 +146,18 @@ class Pool:
         self._closed = False
 
     # --- what runs use ---
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Around a run: no server stops as idle while a run is under way."""
+        with self._lock:
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active -= 1
+                self._last_run = time.monotonic()
 
     def interpreter(self) -> str:
         """
@@ -177,6 +199,7 @@ class Pool:
 
     def close(self) -> None:
         """Stop every server (idle ones at once; busy ones after :data:`STOP_TIMEOUT`)."""
+        self._stop_reaper.set()
         with self._lock:
             self._closed = True
             servers = [*self._playbook.values(), *([self._module] if self._module else []),
@@ -309,6 +332,7 @@ class Pool:
                     'playbook', socket, {k: v for k, v in env.items() if k not in PER_RUN})
                 self._evict(keep=key)
             server, module = self._playbook.get(key), self._module
+            self._watch_idleness()
         for each in (module, server):  # both import in parallel; wait for both
             if each is not None:
                 self._wait_ready(each)
@@ -316,6 +340,30 @@ class Pool:
             return None
         server.last_used = time.monotonic()
         return server
+
+    def _watch_idleness(self) -> None:
+        """Start the thread that stops idle servers (called with the lock held), once."""
+        if self.idle_timeout > 0 and self._reaper is None:
+            self._reaper = threading.Thread(target=self._stop_when_idle, name='warm-idle',
+                                            daemon=True)
+            self._reaper.start()
+
+    def _stop_when_idle(self) -> None:
+        """Retire every server once no run has been under way for :attr:`idle_timeout`."""
+        interval = min(max(self.idle_timeout / 4, 0.1), 30.0)
+        while not self._stop_reaper.wait(interval):
+            with self._lock:
+                self._retired = [s for s in self._retired if s.alive]  # reaps the exited
+                servers = [*self._playbook.values(), *([self._module] if self._module else [])]
+                if self._closed or self._active or not servers or \
+                        time.monotonic() - self._last_run < self.idle_timeout:
+                    continue
+                for server in servers:
+                    self._retire(server)
+                self._playbook.clear()
+                self._module = None
+            logger.info(f"Warm Ansible servers stopped: no run for {self.idle_timeout:g}s "
+                        f"(the next run starts them again)")
 
     def _evict(self, keep: str) -> None:
         """Beyond :data:`MAX_SERVERS`, retire the least recently used playbook servers."""

@@ -18,6 +18,7 @@ def test_defaults_from_an_empty_environment() -> None:
     assert cfg.kubeconfig is None
     assert cfg.workdir.name == 'ansible-kopf'
     assert cfg.warm
+    assert cfg.warm_idle == 300
 
 
 def test_values_from_the_environment(tmp_path: pathlib.Path) -> None:
@@ -62,6 +63,8 @@ def test_liveness_endpoint(address: str, endpoint: str | None) -> None:
     ({'ANSIBLE_LOG_EVENTS': 'Some'}, 'ANSIBLE_LOG_EVENTS'),
     ({'HEALTH_PROBE_BIND_ADDRESS': 'localhost'}, 'HEALTH_PROBE_BIND_ADDRESS'),
     ({'ANSIBLE_KOPF_WARM': 'maybe'}, 'ANSIBLE_KOPF_WARM'),
+    ({'ANSIBLE_KOPF_WARM_IDLE': '5 minutes'}, 'ANSIBLE_KOPF_WARM_IDLE'),
+    ({'ANSIBLE_KOPF_WARM_IDLE': '-1s'}, 'ANSIBLE_KOPF_WARM_IDLE'),
 ])
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(config.ConfigError, match=message):
@@ -74,3 +77,8 @@ def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None
 ])
 def test_warm_servers_can_be_turned_off(value: str, warm: bool) -> None:
     assert config.from_env({'ANSIBLE_KOPF_WARM': value}).warm is warm
+
+
+@pytest.mark.parametrize(('value', 'seconds'), [('90s', 90), ('1h', 3600), ('0', 0), ('', 300)])
+def test_how_long_warm_servers_stay_without_runs(value: str, seconds: float) -> None:
+    assert config.from_env({'ANSIBLE_KOPF_WARM_IDLE': value}).warm_idle == seconds

@@ -191,6 +191,36 @@ def test_a_killed_server_is_started_again(tree: pathlib.Path, pool: warm.Pool) -
     assert_forked(ancestry(tree, 'module', 'second'), after['module'][0])
 
 
+def test_idle_servers_stop_and_the_next_run_starts_them_again(tree: pathlib.Path) -> None:
+    pool = warm.Pool(tree / 'work' / 'warm', idle_timeout=1.0)
+    try:
+        whoami(tree, warm_settings(tree, pool), 'first')
+        before = runs.servers(pool)
+        assert runs.eventually(lambda: pool.pids == [])
+        assert runs.eventually(lambda: all(runs.exited(pid) for pid in before['playbook'] + before['module']))
+        whoami(tree, warm_settings(tree, pool), 'second')
+        after = runs.servers(pool)
+        assert len(after['playbook']) == len(after['module']) == 1
+        assert not set(after['playbook'] + after['module']) & set(before['playbook'] + before['module'])
+        assert_forked(ancestry(tree, 'controller', 'second'), after['playbook'][0])
+        assert_forked(ancestry(tree, 'module', 'second'), after['module'][0])
+    finally:
+        pool.close()
+
+
+def test_servers_do_not_stop_as_idle_while_a_run_is_under_way(tree: pathlib.Path) -> None:
+    pool = warm.Pool(tree / 'work' / 'warm', idle_timeout=0.3)
+    try:
+        whoami(tree, warm_settings(tree, pool), 'first')
+        with pool.in_use():  # as runner.run does around a run: a long one, here
+            before = pool.pids
+            threading.Event().wait(1.5)
+            assert pool.pids == before
+        assert runs.eventually(lambda: pool.pids == [])
+    finally:
+        pool.close()
+
+
 def test_a_removed_socket_gets_a_new_server(tree: pathlib.Path, pool: warm.Pool) -> None:
     # e.g. a cleaner of old files in /tmp: the server lives on, but nobody can reach it
     whoami(tree, warm_settings(tree, pool), 'first')
