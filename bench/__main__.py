@@ -150,6 +150,48 @@ def unchanged_scenario(cluster: harness.Cluster, design: str, args: argparse.Nam
             'counts': [r['counts'] for r in runs][:1], 'writes_seen': what}
 
 
+def servers_rss(pid: int) -> int:
+    """KB of VmRSS of the operator's warm servers (its zygote.py children), between runs."""
+    total = 0
+    for child in harness.children(pid):
+        try:
+            if 'zygote.py' in pathlib.Path(f"/proc/{child}/cmdline").read_text(errors='replace'):
+                total += harness.memory(child)['rss']
+        except (OSError, KeyError):
+            continue
+    return total
+
+
+def soak_scenario(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+                  created: list[str]) -> dict[str, Any]:
+    """
+    Memory over thousands of runs: ``--soak-objects`` objects reconciled every second
+    (each run an unchanged reconcile) until ``--soak-runs`` runs; every 10 s the operator
+    process's RSS, its warm servers' RSS and the tree's PSS, with the number of runs so far.
+    """
+    namespace = cluster.namespace(f"{design.replace('-', '')}s")
+    created.append(namespace)
+    op = started(operator(design, namespace, period=1))
+    samples = []
+    try:
+        cluster.create_and_wait(namespace, [f"soak-{i}" for i in range(args.soak_objects)],
+                                dict(SPEC, replicas=0))
+        deadline = time.monotonic() + args.soak_minutes * 60
+        while time.monotonic() < deadline:
+            runs = len(op.reconciled())
+            tree = harness.memory(op.pid)
+            samples.append({'runs': runs, 'operator_rss': tree['rss'],
+                            'servers_rss': servers_rss(op.pid), 'tree_pss': tree['tree_pss'],
+                            'procs': tree['procs']})
+            print(f"   soak: {samples[-1]}", flush=True)
+            if runs >= args.soak_runs:
+                break
+            time.sleep(10)
+    finally:
+        op.stop()
+    return {'namespace': namespace, 'objects': args.soak_objects, 'samples': samples}
+
+
 def real_role_copy() -> pathlib.Path:
     """roles/mysql with the bench group in owner references and variable names."""
     target = OUT / 'real'
@@ -235,6 +277,14 @@ def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) ->
                   f" / {r['latency']['runs']} runs")
     if any('real' in r for r in results.values()):
         row('real mysql role, 1 object p50/p95 (min-max)', lambda r: fmt(r['real']['one']))
+    if any('soak' in r for r in results.values()):
+        def soak(r: dict[str, Any]) -> str:
+            samples = r['soak']['samples']
+            first, last = samples[min(1, len(samples) - 1)], samples[-1]  # [1]: warmed up
+            return (f"{first['runs']} -> {last['runs']} runs: operator {mb(first['operator_rss'])}"
+                    f" -> {mb(last['operator_rss'])}, servers {mb(first['servers_rss'])} -> "
+                    f"{mb(last['servers_rss'])}")
+        row('soak: RSS over thousands of runs', soak)
     if any('error' in v for r in results.values() for v in r.values()):
         row('failed scenarios (see results.json)',
             lambda r: ', '.join(k for k, v in r.items() if 'error' in v) or '-')
@@ -272,11 +322,15 @@ def arguments() -> argparse.Namespace:
     parser.add_argument('--trials-real', type=int, default=3)
     parser.add_argument('--keep', action='store_true', help='keep namespaces and volumes')
     parser.add_argument('--scenarios', default='latency,unchanged,real',
-                        help='comma-separated, of: latency, unchanged, real')
+                        help='comma-separated, of: latency, unchanged, real, soak (memory over '
+                             'thousands of runs; ours only, not in the default)')
+    parser.add_argument('--soak-objects', type=int, default=20)
+    parser.add_argument('--soak-runs', type=int, default=3000)
+    parser.add_argument('--soak-minutes', type=float, default=20)
     args = parser.parse_args()
     args.designs = args.designs.split(',')
     args.scenarios = args.scenarios.split(',')
-    if unknown := set(args.scenarios) - {'latency', 'unchanged', 'real'}:
+    if unknown := set(args.scenarios) - {'latency', 'unchanged', 'real', 'soak'}:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     if unknown := set(args.designs) - set(LABELS):
         parser.error(f"unknown designs: {', '.join(sorted(unknown))}")
@@ -292,6 +346,8 @@ def measure(cluster: harness.Cluster, design: str, args: argparse.Namespace,
                  if key in args.scenarios]
     if args.real and 'real' in args.scenarios and design in ('ours', 'ours-cold'):
         scenarios.append(('real', real_scenario))
+    if 'soak' in args.scenarios and design == 'ours':
+        scenarios.append(('soak', soak_scenario))
     result: dict[str, Any] = {}
     for key, scenario in scenarios:
         try:
