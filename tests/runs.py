@@ -251,6 +251,15 @@ def ancestry(tree: pathlib.Path, what: str, label: str) -> list[dict[str, Any]]:
     return chain
 
 
+def cmdline(pid: int) -> str:
+    """A process's command line, words joined by spaces; '' once it is gone."""
+    try:
+        return (pathlib.Path('/proc') / str(pid) / 'cmdline').read_bytes().replace(b'\0', b' ').decode(
+            errors='replace')
+    except OSError:
+        return ''
+
+
 def children(pid: int) -> list[int]:
     """Live (not zombie) processes whose parent is ``pid``."""
     found = []

@@ -426,8 +426,11 @@ def test_an_evicted_server_finishes_its_run(
         runner.run(gate, warm_settings(tree, pool))))
     thread.start()
     try:
+        # The gate's ansible-playbook: a fork of the server (its command line), not a
+        # helper the server runs while it imports (ansible's import runs `ldconfig -p`).
         assert runs.eventually(lambda: len(pool.pids) == 2 and any(
-            runs.children(pid) for pid in runs.servers(pool)['playbook']), 60)
+            'zygote.py' in runs.cmdline(child)
+            for pid in runs.servers(pool)['playbook'] for child in runs.children(pid)), 60)
         (busy,) = runs.servers(pool)['playbook']
         monkeypatch.setenv('ANSIBLE_KOPF_TEST', 'another environment')
         whoami(tree, warm_settings(tree, pool), 'other')  # evicts the busy server ...
