@@ -15,19 +15,9 @@ from typing import Any
 MYSQL_IMAGE = os.environ.get("TEST_MYSQL_IMAGE", "localhost/mariadb:10.11-bookworm")
 
 
-def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str, *, secret: str,
-                   key: str = "password", user: str = "root", wait_for_server: bool = False,
-                   labels: dict[str, str] | None = None) -> str:
-    """
-    A Job that runs `sql` with the mysql client against `host`, as an application would: the
-    password from a Secret (MYSQL_PWD), the SQL in an environment variable, never in a
-    command line. `wait_for_server`: ping the server for up to 2 minutes first.
-    """
-    client = (f"mysql -h {host} -u{user} --batch --skip-column-names --connect-timeout=10 "
-              f"{database} -e \"$SQL\"")
-    if wait_for_server:
-        client = (f"for i in $(seq 60); do mysqladmin -h {host} -u{user} ping >/dev/null 2>&1 && break; "
-                  f"sleep 2; done; exec {client}")
+def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any]] | None = None,
+              labels: dict[str, str] | None = None) -> str:
+    """A Job of one pod that runs `script` with sh in the test image, once (no retries)."""
     return textwrap.dedent(f"""\
         apiVersion: batch/v1
         kind: Job
@@ -41,13 +31,27 @@ def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str
               - name: client
                 image: {MYSQL_IMAGE}
                 imagePullPolicy: IfNotPresent
-                command: [sh, -c, {json.dumps(client)}]
-                env:
-                - name: SQL
-                  value: {json.dumps(sql)}
-                - name: MYSQL_PWD
-                  valueFrom: {{secretKeyRef: {{name: {secret}, key: {key}}}}}
+                command: [sh, -c, {json.dumps(script)}]
+                env: {json.dumps(env or [])}
         """)
+
+
+def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str, *, secret: str,
+                   key: str = "password", user: str = "root", wait_for_server: bool = False,
+                   labels: dict[str, str] | None = None) -> str:
+    """
+    A Job that runs `sql` with the mysql client against `host`, as an application would: the
+    password from a Secret (MYSQL_PWD), the SQL in an environment variable, never in a
+    command line. `wait_for_server`: ping the server for up to 2 minutes first.
+    """
+    client = (f"mysql -h {host} -u{user} --batch --skip-column-names --connect-timeout=10 "
+              f"{database} -e \"$SQL\"")
+    if wait_for_server:
+        client = (f"for i in $(seq 60); do mysqladmin -h {host} -u{user} ping >/dev/null 2>&1 && break; "
+                  f"sleep 2; done; exec {client}")
+    env = [{"name": "SQL", "value": sql},
+           {"name": "MYSQL_PWD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}]
+    return shell_job(namespace, name, client, env=env, labels=labels)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import re
 import sys
 import zipfile
 import zlib
+from collections.abc import Callable
 from typing import Final
 
 PLAYBOOK_PRELOAD: Final = (
@@ -92,7 +93,7 @@ def load_playbook_plugins() -> list[str]:
     # A run's CLI.run configures it again; the finder it would build is this one.
     warnings.filterwarnings('ignore', message='AnsibleCollectionFinder has already been configured')
     missing = preload(PLAYBOOK_COLLECTION_PRELOAD)
-    steps: list[tuple[str, object]] = [
+    steps: list[tuple[str, Callable[[], object]]] = [
         *((f"{each.subdir}/*", lambda each=each: list(each.all(class_only=True)))
           for each in (loader.connection_loader, loader.shell_loader, loader.become_loader,
                        loader.vars_loader)),
@@ -109,7 +110,7 @@ def load_playbook_plugins() -> list[str]:
     ]
     for label, step in steps:
         try:
-            if step() is None:  # type: ignore[operator]
+            if step() is None:
                 missing.append(label)
         except Exception:  # an absent collection or plugin: that run loads it (or fails) itself
             missing.append(label)

@@ -111,21 +111,8 @@ def test_mysql_deployment_reached_by_service_dns_name(cluster: kube.Cluster, nam
 
 
 def test_unknown_service_name_does_not_resolve(cluster: kube.Cluster, namespace: str) -> None:
-    job = textwrap.dedent(f"""\
-        apiVersion: batch/v1
-        kind: Job
-        metadata: {{name: lookup, namespace: {namespace}}}
-        spec:
-          backoffLimit: 0
-          template:
-            spec:
-              restartPolicy: Never
-              containers:
-              - name: lookup
-                image: {MYSQL_IMAGE}
-                imagePullPolicy: IfNotPresent
-                command: [sh, -c, "getent hosts kubernetes.default.svc.cluster.local; echo rc=$?; getent hosts no-such-service; echo rc=$?"]
-        """)
+    job = kube.shell_job(namespace, "lookup", "getent hosts kubernetes.default.svc.cluster.local; echo rc=$?; "
+                                              "getent hosts no-such-service; echo rc=$?")
     cluster.apply(job)
     cluster.wait_job(namespace, "lookup", timeout=180)
     out = cluster.job_logs(namespace, "lookup")

@@ -176,6 +176,17 @@ def test_warm_and_cold_runs_agree(tree: pathlib.Path, pool: warm.Pool, kind: str
 
 # --- servers that die, fail or cannot be reached ---
 
+def assert_new_servers_serve(tree: pathlib.Path, pool: warm.Pool, before: dict[str, list[int]],
+                             label: str) -> None:
+    """A run now goes through one new playbook and one new module server, none of ``before``."""
+    whoami(tree, warm_settings(tree, pool), label)
+    after = runs.servers(pool)
+    assert len(after['playbook']) == len(after['module']) == 1
+    assert not set(after['playbook'] + after['module']) & set(before['playbook'] + before['module'])
+    assert_forked(ancestry(tree, 'controller', label), after['playbook'][0])
+    assert_forked(ancestry(tree, 'module', label), after['module'][0])
+
+
 def test_a_killed_server_is_started_again(tree: pathlib.Path, pool: warm.Pool) -> None:
     whoami(tree, warm_settings(tree, pool), 'first')
     before = runs.servers(pool)
@@ -183,12 +194,7 @@ def test_a_killed_server_is_started_again(tree: pathlib.Path, pool: warm.Pool) -
         os.kill(pid, signal.SIGKILL)
     assert runs.eventually(lambda: pool.pids == [])
 
-    whoami(tree, warm_settings(tree, pool), 'second')
-    after = runs.servers(pool)
-    assert len(after['playbook']) == len(after['module']) == 1
-    assert not set(after['playbook'] + after['module']) & set(before['playbook'] + before['module'])
-    assert_forked(ancestry(tree, 'controller', 'second'), after['playbook'][0])
-    assert_forked(ancestry(tree, 'module', 'second'), after['module'][0])
+    assert_new_servers_serve(tree, pool, before, 'second')
 
 
 def test_idle_servers_stop_and_the_next_run_starts_them_again(tree: pathlib.Path) -> None:
@@ -198,12 +204,7 @@ def test_idle_servers_stop_and_the_next_run_starts_them_again(tree: pathlib.Path
         before = runs.servers(pool)
         assert runs.eventually(lambda: pool.pids == [])
         assert runs.eventually(lambda: all(runs.exited(pid) for pid in before['playbook'] + before['module']))
-        whoami(tree, warm_settings(tree, pool), 'second')
-        after = runs.servers(pool)
-        assert len(after['playbook']) == len(after['module']) == 1
-        assert not set(after['playbook'] + after['module']) & set(before['playbook'] + before['module'])
-        assert_forked(ancestry(tree, 'controller', 'second'), after['playbook'][0])
-        assert_forked(ancestry(tree, 'module', 'second'), after['module'][0])
+        assert_new_servers_serve(tree, pool, before, 'second')
     finally:
         pool.close()
 
