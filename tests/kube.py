@@ -11,13 +11,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# The client and server image of the tests: MariaDB from Debian, built locally (cluster/images).
-MYSQL_IMAGE = os.environ.get("TEST_MYSQL_IMAGE", "localhost/mariadb:10.11-bookworm")
+# The server images the server-facing tests run against, each also the client image of its
+# tests' SQL Jobs: on the local cluster both images cluster/images builds (MariaDB from
+# Debian bookworm, Oracle MySQL from Debian sid, each with an entrypoint that reproduces the
+# official image's behaviours); `$TEST_MYSQL_IMAGE` replaces them with one image the
+# cluster's nodes can pull (for example mysql:8.4 on another cluster).
+LOCAL_SERVER_IMAGES = {
+    "mariadb": "localhost/mariadb:10.11-bookworm",
+    "mysql": "localhost/mysql:9.7-debian",
+}
+SERVER_IMAGES = ({"env": os.environ["TEST_MYSQL_IMAGE"]} if os.environ.get("TEST_MYSQL_IMAGE")
+                 else LOCAL_SERVER_IMAGES)
+# The image of tests that need one server or client image and do not depend on which.
+MYSQL_IMAGE = next(iter(SERVER_IMAGES.values()))
 
 
 def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any]] | None = None,
-              labels: dict[str, str] | None = None) -> str:
-    """A Job of one pod that runs `script` with sh in the test image, once (no retries)."""
+              labels: dict[str, str] | None = None, image: str = MYSQL_IMAGE) -> str:
+    """A Job of one pod that runs `script` with sh in `image`, once (no retries)."""
     return textwrap.dedent(f"""\
         apiVersion: batch/v1
         kind: Job
@@ -29,7 +40,7 @@ def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any
               restartPolicy: Never
               containers:
               - name: client
-                image: {MYSQL_IMAGE}
+                image: {image}
                 imagePullPolicy: IfNotPresent
                 command: [sh, -c, {json.dumps(script)}]
                 env: {json.dumps(env or [])}
@@ -38,7 +49,7 @@ def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any
 
 def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str, *, secret: str,
                    key: str = "password", user: str = "root", wait_for_server: bool = False,
-                   labels: dict[str, str] | None = None) -> str:
+                   labels: dict[str, str] | None = None, image: str = MYSQL_IMAGE) -> str:
     """
     A Job that runs `sql` with the mysql client against `host`, as an application would: the
     password from a Secret (MYSQL_PWD), the SQL in an environment variable, never in a
@@ -51,7 +62,7 @@ def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str
                   f"sleep 2; done; exec {client}")
     env = [{"name": "SQL", "value": sql},
            {"name": "MYSQL_PWD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}]
-    return shell_job(namespace, name, client, env=env, labels=labels)
+    return shell_job(namespace, name, client, env=env, labels=labels, image=image)
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,25 @@
 #   mariadb localhost/mariadb:10.11-bookworm Debian bookworm's MariaDB (a MySQL-compatible
 #           server) from debootstrap + security updates, with mariadb/docker-entrypoint.sh
 #           (the official mysql image's MYSQL_* environment contract)
+#   mysql   localhost/mysql:9.7-debian      Oracle MySQL 9.7 from Debian sid's mysql-9.7
+#           packages (mysql-server-core, mysql-client-core) and gosu, from debootstrap, set up
+#           like the official mysql:9.7 image (uid 999, /etc/mysql/my.cnf, conf.d), with
+#           mysql/docker-entrypoint.sh (the official entrypoint's contract AND its quirks)
 # Each is a docker-archive tarball (what `docker load` and `ctr images import` read) cached
 # as $CLUSTER_CACHE/images/<name>-<key>.tar, the key hashing every input (this script,
 # pack_image.py, the entrypoint, the sources and the Debian package versions), so an
 # unchanged rerun is instant and an edited input rebuilds. Builds happen in a temporary
 # directory and are renamed into place: a killed build never leaves a complete-looking tar.
+# The mysql key cannot hold package versions (this host has no sid APT lists): a newer sid
+# package arrives only when an input changes; <name>-<key>.packages lists what was installed.
 #
-# usage: build.sh pause|mariadb|all        build (or reuse) the image tarball(s)
-#        build.sh path pause|mariadb       print the tarball path (whether built or not)
-#        build.sh import pause|mariadb|all <containerd-address>
+# usage: build.sh pause|mariadb|mysql|all  build (or reuse) the image tarball(s)
+#        build.sh path pause|mariadb|mysql print the tarball path (whether built or not)
+#        build.sh import pause|mariadb|mysql|all <containerd-address>
 #                                          import into containerd's k8s.io namespace
 # env:   CLUSTER_CACHE (default ~/.cache/mysql-operator-cluster), K8S_SRC (the unpacked
 #        Kubernetes 1.20.2 tree), DEBIAN_MIRROR / DEBIAN_SECURITY_MIRROR (default: this
-#        host's APT sources)
+#        host's APT sources; sid comes from DEBIAN_MIRROR too)
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -27,11 +33,18 @@ K8S_VERSION=1.20.2
 K8S_SRC=${K8S_SRC:-$CLUSTER_CACHE/src/tree/kubernetes-$K8S_VERSION}
 DEBIAN_SUITE=bookworm
 MARIADB_PACKAGES=mariadb-server,mariadb-client
+# Oracle MySQL is only in sid (source mysql-9.7), on the same archive as bookworm
+MYSQL_SUITE=sid
+MYSQL_SERIES=9.7
+# gosu as in the official image; tzdata for the time zone tables; bzip2, xz-utils and
+# zstd for compressed init files (the official image installs them too)
+MYSQL_PACKAGES=mysql-server-core,mysql-client-core,gosu,tzdata,bzip2,xz-utils,zstd
 MYSQL_UID=999 # the official mysql/mariadb images' uid/gid, fixed so volumes keep their owner
 
 declare -A IMAGE_REF=(
   [pause]="localhost/pause:k8s-$K8S_VERSION"
   [mariadb]="localhost/mariadb:10.11-$DEBIAN_SUITE"
+  [mysql]="localhost/mysql:$MYSQL_SERIES-debian"
 )
 
 say() { printf '>> %s\n' "$*" >&2; }
@@ -46,7 +59,7 @@ usage() {
 }
 
 check_name() {
-  [ -n "${IMAGE_REF[${1:-}]+x}" ] || die "unknown image '${1:-}' (pause or mariadb)"
+  [ -n "${IMAGE_REF[${1:-}]+x}" ] || die "unknown image '${1:-}' (pause, mariadb or mysql)"
 }
 
 arch() { dpkg --print-architecture; }
@@ -124,6 +137,11 @@ cache_key() {
           die "apt-cache lacks candidates (run apt-get update): ${candidates//$'\n'/, }"
         fi
         echo "$candidates"
+        ;;
+      mysql)
+        sha256sum "$HERE/mysql/docker-entrypoint.sh" | cut -d' ' -f1
+        # no versions: sid's are not in this host's APT lists (see the header)
+        echo "$MYSQL_SUITE $(debian_mirror) $MYSQL_PACKAGES"
         ;;
     esac
   } | sha256sum | cut -c1-12
@@ -205,7 +223,7 @@ build_pause() {
   say "built: ${IMAGE_REF[pause]} $out"
 }
 
-# --- mariadb -------------------------------------------------------------------------------------
+# --- Debian root filesystems (mariadb, mysql) ------------------------------------------------
 
 # Runs a command inside the rootfs with /proc mounted, in a private mount namespace: the
 # mount disappears with the command, even when the build is killed.
@@ -220,14 +238,29 @@ in_rootfs() {
       DEBIAN_FRONTEND=noninteractive LC_ALL=C "$@"' in_rootfs "$rootfs" "$@"
 }
 
-mariadb_debootstrap() {
-  local rootfs=$1 mirror
+# rootfs_put ROOTFS PATH MODE < CONTENT: writes the file PATH of the rootfs, replacing a
+# symlink there. PATH is resolved inside the chroot: a Debian rootfs is full of absolute
+# symlinks (sid's /var/run -> /run, /etc/alternatives/*), and followed from the host they
+# lead to the HOST's files.
+rootfs_put() {
+  local rootfs=$1 path=$2 mode=$3
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  in_rootfs "$rootfs" sh -ec 'mkdir -p "$(dirname "$1")"; rm -f "$1"; cat > "$1"; chmod "$2" "$1"' \
+    rootfs_put "$path" "$mode"
+}
+
+# debootstrap_rootfs ROOTFS SUITE PACKAGES: a minbase Debian SUITE plus PACKAGES (comma-
+# separated) from this host's mirror, the .debs cached per suite.
+debootstrap_rootfs() {
+  local rootfs=$1 suite=$2 packages=$3 mirror debs="$IMAGE_CACHE/debs"
   mirror=$(debian_mirror)
-  say "debootstrap --variant=minbase --include=$MARIADB_PACKAGES $DEBIAN_SUITE from $mirror (a few minutes)"
-  mkdir -p "$IMAGE_CACHE/debs"
+  # bookworm's cache keeps its first name; other suites get their own
+  [ "$suite" = "$DEBIAN_SUITE" ] || debs+="-$suite"
+  say "debootstrap --variant=minbase --include=$packages $suite from $mirror (a few minutes)"
+  mkdir -p "$debs"
   # its own mount namespace: debootstrap's /proc and /sys mounts vanish even if it is killed
-  if ! unshare --mount --fork -- debootstrap --variant=minbase --include="$MARIADB_PACKAGES" \
-    --cache-dir="$IMAGE_CACHE/debs" "$DEBIAN_SUITE" "$rootfs" "$mirror" 2>&1 \
+  if ! unshare --mount --fork -- debootstrap --variant=minbase --include="$packages" \
+    --cache-dir="$debs" "$suite" "$rootfs" "$mirror" 2>&1 \
     | tee "$WORK/debootstrap.log" \
     | awk '/^I: (Resolving|Checking component|Installing|Unpacking the|Unpacking required|Configuring the|Configuring required|Base system)/ || /^[WE]: / {
              print ">>   " $0; fflush() }' >&2
@@ -236,6 +269,90 @@ mariadb_debootstrap() {
     die "debootstrap failed (log: $WORK/debootstrap.log)"
   fi
 }
+
+# No service may start inside an image build (nor later in the container), and a later
+# installation leaves documentation out (like Debian's slim images).
+container_dpkg_policy() {
+  local rootfs=$1
+  printf '#!/bin/sh\nexit 101\n' | rootfs_put "$rootfs" /usr/sbin/policy-rc.d 0755
+  rootfs_put "$rootfs" /etc/dpkg/dpkg.cfg.d/container-excludes 0644 <<'EOF'
+# Written by cluster/images/build.sh: a container image needs no documentation.
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/lintian/*
+EOF
+}
+
+# The mysql account with the fixed uid/gid MYSQL_UID (the official images' 999): created
+# when the packages made none (Debian's mysql-server-core does not), else renumbered, its
+# files following.
+mysql_account() {
+  local rootfs=$1 old_uid old_gid
+  old_uid=$(awk -F: '$1 == "mysql" { print $3 }' "$rootfs/etc/passwd")
+  old_gid=$(awk -F: '$1 == "mysql" { print $3 }' "$rootfs/etc/group")
+  if [ -z "$old_uid" ] && [ -z "$old_gid" ]; then
+    say "mysql user: creating it with uid/gid $MYSQL_UID"
+    in_rootfs "$rootfs" groupadd --system --gid "$MYSQL_UID" mysql
+    in_rootfs "$rootfs" useradd --system --uid "$MYSQL_UID" --gid "$MYSQL_UID" \
+      --home-dir /var/lib/mysql --no-create-home --shell /usr/sbin/nologin mysql
+    return 0
+  fi
+  if [ -z "$old_uid" ] || [ -z "$old_gid" ]; then
+    die "the rootfs has half a mysql account (user uid '$old_uid', group gid '$old_gid')"
+  fi
+  if [ "$old_uid" != "$MYSQL_UID" ] || [ "$old_gid" != "$MYSQL_UID" ]; then
+    say "mysql user: uid/gid $old_uid/$old_gid -> $MYSQL_UID/$MYSQL_UID"
+    in_rootfs "$rootfs" groupmod -g "$MYSQL_UID" mysql
+    in_rootfs "$rootfs" usermod -u "$MYSQL_UID" -g "$MYSQL_UID" mysql
+    find "$rootfs" -xdev -uid "$old_uid" -exec chown -h "$MYSQL_UID" {} +
+    find "$rootfs" -xdev -gid "$old_gid" -exec chgrp -h "$MYSQL_UID" {} +
+  fi
+}
+
+# A container gets its own hosts, hostname and resolv.conf from the runtime.
+container_etc() {
+  local rootfs=$1
+  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' | rootfs_put "$rootfs" /etc/hosts 0644
+  rootfs_put "$rootfs" /etc/resolv.conf 0644 </dev/null
+  rootfs_put "$rootfs" /etc/hostname 0644 </dev/null
+}
+
+slim_rootfs() {
+  local rootfs=$1
+  say "trimming the rootfs (APT lists, docs, man pages, locales, logs)"
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old \
+    "$rootfs"/var/lib/dpkg/*-old "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/run/adduser \
+    "$rootfs"/usr/share/lintian "$rootfs"/usr/share/linda "$rootfs"/tmp/* "$rootfs"/var/tmp/* \
+    "$rootfs"/debootstrap
+  find "$rootfs/usr/share/doc" -mindepth 1 \! -type d \! -name copyright -delete
+  find "$rootfs/usr/share/doc" -mindepth 1 -type d -empty -delete
+  find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 \! -name locale.alias -exec rm -rf {} +
+  # only the C locale (C.utf8) remains in /usr/lib/locale
+  find "$rootfs/usr/lib/locale" -mindepth 1 -maxdepth 1 \! -name 'C.*' -exec rm -rf {} +
+  # the server's messages in English only (MariaDB and MySQL share the layout)
+  find "$rootfs/usr/share/mysql" -mindepth 1 -maxdepth 1 -type d \! -name english \! -name charsets \
+    -exec test -f {}/errmsg.sys \; -exec rm -rf {} +
+  find "$rootfs/var/log" -type f -delete
+  [ ! -s "$rootfs/etc/machine-id" ] || : > "$rootfs/etc/machine-id"
+}
+
+# check_rootfs ROOTFS SERVER COMMAND...: SERVER and every COMMAND are on the rootfs' PATH;
+# prints the server's version.
+check_rootfs() {
+  local rootfs=$1 server=$2 cmd missing=()
+  shift 2
+  for cmd in "$server" "$@"; do
+    [ -n "$(in_rootfs "$rootfs" sh -c "command -v $cmd" 2>/dev/null)" ] || missing+=("$cmd")
+  done
+  [ "${#missing[@]}" -eq 0 ] || die "the rootfs lacks: ${missing[*]}"
+  in_rootfs "$rootfs" "$server" --version >&2
+}
+
+# --- mariadb -------------------------------------------------------------------------------------
 
 # Security and point-release updates, then APT's caches and lists are dropped again.
 mariadb_update() {
@@ -254,20 +371,7 @@ Suites: $DEBIAN_SUITE-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-  # no service may start inside an image build (nor later in the container)
-  printf '#!/bin/sh\nexit 101\n' > "$rootfs/usr/sbin/policy-rc.d"
-  chmod 0755 "$rootfs/usr/sbin/policy-rc.d"
-  # keep documentation out of any later installation too (like Debian's slim images)
-  cat > "$rootfs/etc/dpkg/dpkg.cfg.d/container-excludes" <<'EOF'
-# Written by cluster/images/build.sh: a container image needs no documentation.
-path-exclude /usr/share/doc/*
-path-include /usr/share/doc/*/copyright
-path-exclude /usr/share/man/*
-path-exclude /usr/share/info/*
-path-exclude /usr/share/locale/*
-path-include /usr/share/locale/locale.alias
-path-exclude /usr/share/lintian/*
-EOF
+  container_dpkg_policy "$rootfs"
   say "applying $DEBIAN_SUITE-updates and $DEBIAN_SUITE-security"
   if ! in_rootfs "$rootfs" sh -ec 'apt-get -q update; apt-get -q -y -o Dpkg::Options::=--force-confold dist-upgrade; apt-get clean' \
     > "$WORK/apt.log" 2>&1; then
@@ -275,21 +379,6 @@ EOF
     die "updating the rootfs failed (log: $WORK/apt.log)"
   fi
   grep -E '^Setting up |^[0-9]+ upgraded' "$WORK/apt.log" | sed 's/^/>>   /' >&2 || true
-}
-
-# The mysql account gets the fixed uid/gid MYSQL_UID; files follow.
-mariadb_fix_mysql_ids() {
-  local rootfs=$1 old_uid old_gid
-  old_uid=$(awk -F: '$1 == "mysql" { print $3 }' "$rootfs/etc/passwd")
-  old_gid=$(awk -F: '$1 == "mysql" { print $3 }' "$rootfs/etc/group")
-  if [ -z "$old_uid" ] || [ -z "$old_gid" ]; then die "no mysql user/group in the rootfs"; fi
-  if [ "$old_uid" != "$MYSQL_UID" ] || [ "$old_gid" != "$MYSQL_UID" ]; then
-    say "mysql user: uid/gid $old_uid/$old_gid -> $MYSQL_UID/$MYSQL_UID"
-    in_rootfs "$rootfs" groupmod -g "$MYSQL_UID" mysql
-    in_rootfs "$rootfs" usermod -u "$MYSQL_UID" -g "$MYSQL_UID" mysql
-    find "$rootfs" -xdev -uid "$old_uid" -exec chown -h "$MYSQL_UID" {} +
-    find "$rootfs" -xdev -gid "$old_gid" -exec chgrp -h "$MYSQL_UID" {} +
-  fi
 }
 
 # The container's own settings, read after Debian's 50-server.cnf (which binds 127.0.0.1).
@@ -312,39 +401,7 @@ EOF
   # socket and pid file stay writable whatever uid the server ends up with
   chmod 1777 "$rootfs/run/mysqld"
   install -D -m 0755 "$HERE/mariadb/docker-entrypoint.sh" "$rootfs/usr/local/bin/docker-entrypoint.sh"
-  # a container gets its own hosts, hostname and resolv.conf from the runtime
-  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
-  : > "$rootfs/etc/resolv.conf"
-  : > "$rootfs/etc/hostname"
-}
-
-mariadb_slim() {
-  local rootfs=$1
-  say "trimming the rootfs (APT lists, docs, man pages, locales, logs)"
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old \
-    "$rootfs"/var/lib/dpkg/*-old "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/run/adduser \
-    "$rootfs"/usr/share/lintian "$rootfs"/usr/share/linda "$rootfs"/tmp/* "$rootfs"/var/tmp/* \
-    "$rootfs"/debootstrap
-  find "$rootfs/usr/share/doc" -mindepth 1 \! -type d \! -name copyright -delete
-  find "$rootfs/usr/share/doc" -mindepth 1 -type d -empty -delete
-  find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 \! -name locale.alias -exec rm -rf {} +
-  # only the C locale (C.utf8) remains in /usr/lib/locale
-  find "$rootfs/usr/lib/locale" -mindepth 1 -maxdepth 1 \! -name 'C.*' -exec rm -rf {} +
-  # the server's messages in English only
-  find "$rootfs/usr/share/mysql" -mindepth 1 -maxdepth 1 -type d \! -name english \! -name charsets \
-    -exec test -f {}/errmsg.sys \; -exec rm -rf {} +
-  find "$rootfs/var/log" -type f -delete
-  [ ! -s "$rootfs/etc/machine-id" ] || : > "$rootfs/etc/machine-id"
-}
-
-mariadb_check_rootfs() {
-  local rootfs=$1 cmd missing=()
-  for cmd in mariadbd mariadb mariadb-install-db mariadb-tzinfo-to-sql mysql mysqldump mysqladmin \
-    sh bash setpriv docker-entrypoint.sh; do
-    [ -n "$(in_rootfs "$rootfs" sh -c "command -v $cmd" 2>/dev/null)" ] || missing+=("$cmd")
-  done
-  [ "${#missing[@]}" -eq 0 ] || die "the rootfs lacks: ${missing[*]}"
-  in_rootfs "$rootfs" mariadbd --version >&2
+  container_etc "$rootfs"
 }
 
 build_mariadb() {
@@ -358,12 +415,13 @@ build_mariadb() {
   [ "$(id -u)" = 0 ] || die "building the mariadb image needs root (debootstrap, chroot, chown)"
   begin_build mariadb
   local rootfs="$WORK/rootfs" started=$SECONDS
-  mariadb_debootstrap "$rootfs"
+  debootstrap_rootfs "$rootfs" "$DEBIAN_SUITE" "$MARIADB_PACKAGES"
   mariadb_update "$rootfs"
-  mariadb_fix_mysql_ids "$rootfs"
+  mysql_account "$rootfs"
   mariadb_configure "$rootfs"
-  mariadb_slim "$rootfs"
-  mariadb_check_rootfs "$rootfs"
+  slim_rootfs "$rootfs"
+  check_rootfs "$rootfs" mariadbd mariadb mariadb-install-db mariadb-tzinfo-to-sql mysql mysqldump \
+    mysqladmin sh bash setpriv docker-entrypoint.sh
   local version
   version=$(dpkg-query --admindir="$rootfs/var/lib/dpkg" -W -f='${Version}' mariadb-server)
   dpkg-query --admindir="$rootfs/var/lib/dpkg" -W -f='${Package} ${Version}\n' > "$WORK/packages"
@@ -379,6 +437,102 @@ build_mariadb() {
   mv "$WORK/image.tar" "$out"
   end_build mariadb "$out"
   say "built: ${IMAGE_REF[mariadb]} $out in $((SECONDS - started)) s"
+}
+
+# --- mysql ---------------------------------------------------------------------------------------
+
+# Configuration, directories and entrypoint as the official image has them (its Dockerfile
+# and the my.cnf of Oracle's minimal server package), all written inside the chroot: in sid
+# /var/run is an absolute symlink to /run (see rootfs_put).
+mysql_configure() {
+  local rootfs=$1
+  # Debian's mysql-server-core ships no configuration; mysqld reads /etc/my.cnf (absent),
+  # this file, then ~/.my.cnf
+  rootfs_put "$rootfs" /etc/mysql/my.cnf 0644 <<'EOF'
+# Written by cluster/images/build.sh: Oracle MySQL in a container, set up like the
+# official mysql image. Add settings in /etc/mysql/conf.d/*.cnf.
+[mysqld]
+user = mysql
+datadir = /var/lib/mysql
+socket = /var/run/mysqld/mysqld.sock
+pid-file = /var/run/mysqld/mysqld.pid
+mysqlx-socket = /var/run/mysqld/mysqlx.sock
+secure-file-priv = /var/lib/mysql-files
+# clients are other pods: every address, the usual port
+bind-address = *
+port = 3306
+# match accounts by IP, never wait for reverse DNS, no host cache (skip-host-cache was
+# removed in 8.3: 9.x refuses it as an unknown option)
+skip-name-resolve
+host-cache-size = 0
+
+[client]
+socket = /var/run/mysqld/mysqld.sock
+
+!includedir /etc/mysql/conf.d/
+EOF
+  # shellcheck disable=SC2016 # run by the rootfs' shell
+  in_rootfs "$rootfs" sh -ec '
+    mkdir -p /etc/mysql/conf.d /var/lib/mysql /var/lib/mysql-files /var/run/mysqld /docker-entrypoint-initdb.d
+    chown mysql:mysql /var/lib/mysql /var/lib/mysql-files /var/run/mysqld
+    # data, socket and pid file writable whatever uid the server ends up with (as upstream)
+    chmod 1777 /var/lib/mysql /var/run/mysqld
+    chmod 0750 /var/lib/mysql-files'
+  rootfs_put "$rootfs" /usr/local/bin/docker-entrypoint.sh 0755 < "$HERE/mysql/docker-entrypoint.sh"
+  container_etc "$rootfs"
+}
+
+# The tools the entrypoint and an operator use are there, gosu can switch to mysql, and the
+# server accepts its configuration: an unknown option in my.cnf fails here, not in a pod.
+# (--validate-config, not --verbose --help: 9.7's help exits 0 despite unknown options.)
+mysql_check_rootfs() {
+  local rootfs=$1
+  check_rootfs "$rootfs" mysqld mysql mysqldump mysqladmin mysql_tzinfo_to_sql gosu sh bash \
+    docker-entrypoint.sh base64 find awk gunzip bunzip2 xzcat zstd
+  in_rootfs "$rootfs" gosu mysql true || die "gosu cannot switch to the mysql user"
+  local errors
+  if ! errors=$(in_rootfs "$rootfs" gosu mysql mysqld --validate-config 2>&1); then
+    die "mysqld rejects its configuration: $errors"
+  fi
+}
+
+build_mysql() {
+  local out
+  out=$(image_path mysql)
+  if [ -f "$out" ]; then
+    say "cached: ${IMAGE_REF[mysql]} $out"
+    return 0
+  fi
+  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+  [ "$(id -u)" = 0 ] || die "building the mysql image needs root (debootstrap, chroot, chown)"
+  begin_build mysql
+  local rootfs="$WORK/rootfs" started=$SECONDS
+  debootstrap_rootfs "$rootfs" "$MYSQL_SUITE" "$MYSQL_PACKAGES"
+  container_dpkg_policy "$rootfs"
+  mysql_account "$rootfs"
+  mysql_configure "$rootfs"
+  slim_rootfs "$rootfs"
+  mysql_check_rootfs "$rootfs"
+  local version series
+  version=$(dpkg-query --admindir="$rootfs/var/lib/dpkg" -W -f='${Version}' mysql-server-core)
+  series=${version%%-*}
+  series=${series%.*}
+  [ "$series" = "$MYSQL_SERIES" ] || die "$MYSQL_SUITE's mysql-server-core is $version, not $MYSQL_SERIES.x: change MYSQL_SERIES (and the tag's users)"
+  dpkg-query --admindir="$rootfs/var/lib/dpkg" -W -f='${Package} ${Version}\n' > "$WORK/packages"
+  say "installed: $(grep -E '^(mysql-server-core|mysql-client-core|gosu|libc6|libssl3t64|tzdata) ' "$WORK/packages" | paste -sd, - | sed 's/,/, /g')"
+  say "packing ${IMAGE_REF[mysql]} (MySQL $version, $(du -sm "$rootfs" | cut -f1) MiB rootfs)"
+  pack "$rootfs" "$WORK/image.tar" mysql \
+    --entrypoint '["docker-entrypoint.sh"]' --cmd '["mysqld"]' \
+    --env "MYSQL_MAJOR=$MYSQL_SERIES" --env "MYSQL_VERSION=$version" \
+    --expose 3306/tcp --expose 33060/tcp --volume /var/lib/mysql \
+    --label "org.opencontainers.image.title=mysql" \
+    --label "org.opencontainers.image.description=Oracle MySQL server from Debian $MYSQL_SUITE (mysql-$MYSQL_SERIES)" \
+    --label "org.opencontainers.image.version=$version" \
+    --label "org.opencontainers.image.base.name=debian:$MYSQL_SUITE"
+  mv "$WORK/packages" "${out%.tar}.packages"
+  mv "$WORK/image.tar" "$out"
+  end_build mysql "$out"
+  say "built: ${IMAGE_REF[mysql]} $out in $((SECONDS - started)) s"
 }
 
 # --- import ------------------------------------------------------------------------------------
@@ -412,13 +566,13 @@ import_image() {
 # the image names an argument stands for (validated: a failure inside $(...) in a for list
 # would go unnoticed)
 names_for() {
-  if [ "$1" = all ]; then echo pause mariadb; else echo "$1"; fi
+  if [ "$1" = all ]; then echo pause mariadb mysql; else echo "$1"; fi
 }
 
 main() {
   local cmd=${1:-} name
   case $cmd in
-    pause | mariadb | all)
+    pause | mariadb | mysql | all)
       for name in $(names_for "$cmd"); do "build_$name"; done
       ;;
     path)

@@ -41,6 +41,8 @@ LAST_APPLIED_ANNOTATION: Final = 'kubectl.kubernetes.io/last-applied-configurati
 CONDITION_RUNNING: Final = 'Running'
 CONDITION_SUCCESSFUL: Final = 'Successful'
 CONDITION_FAILURE: Final = 'Failure'
+# The conditions the shim owns; a role's reported conditions cannot set these types.
+SHIM_CONDITIONS: Final = frozenset({CONDITION_RUNNING, CONDITION_SUCCESSFUL, CONDITION_FAILURE})
 REASON_RUNNING: Final = 'Running'
 REASON_SUCCESSFUL: Final = 'Successful'
 REASON_FAILED: Final = 'Failed'

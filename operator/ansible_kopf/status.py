@@ -11,7 +11,10 @@ a condition's ``status`` does.
 
 After a run, the role's custom stats (``ansible.builtin.set_stats``) are merged into
 ``.status`` at the top level; they cannot overwrite ``conditions``,
-``observedGeneration`` or ``ansibleResult``; ``null`` values are ignored.
+``observedGeneration`` or ``ansibleResult``; ``null`` values are ignored. A role reports
+conditions of its own (``Ready``, say) as the stats key ``conditions``: a list of
+``type``/``status``/``reason``/``message`` mappings, merged by type like ours (with
+``lastTransitionTime`` kept while the status stays); the three types above stay ours.
 
 ``Running`` is set when a run starts for a generation that ``.status`` does not report
 yet (a new object, a spec change). Re-runs of a generation already reported (periodic,
@@ -19,7 +22,7 @@ resume, retries after a failure) do not flip it: that is what lets an unchanged
 reconcile write nothing at all. Conditions of other types are kept as they are.
 """
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_kopf import constants
@@ -73,6 +76,24 @@ def _merge_conditions(status: Mapping[str, Any], updates: Iterable[tuple[str, st
     return result
 
 
+def role_conditions(custom_stats: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The conditions a role reported in its stats, less the shim's own types and malformed ones."""
+    reported = custom_stats.get('conditions')
+    if not isinstance(reported, list):
+        return []
+    result = []
+    for item in reported:
+        if not isinstance(item, Mapping):
+            continue
+        type_, value = item.get('type'), item.get('status')
+        if (not isinstance(type_, str) or not type_ or type_ in constants.SHIM_CONDITIONS
+                or value not in ('True', 'False', 'Unknown')):
+            continue
+        result.append((type_, str(value), str(item.get('reason') or type_),
+                       str(item.get('message') or '')[:constants.STATUS_MESSAGE_LIMIT]))
+    return result
+
+
 def patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any] | None:
     """The top-level keys of ``new`` that differ from ``old``; ``None`` if there are none."""
     changed = {key: value for key, value in new.items() if old.get(key) != value}
@@ -113,7 +134,7 @@ def finished(
         now: str,
 ) -> dict[str, Any] | None:
     """The patch that reports a finished run, or ``None`` if the status already says so."""
-    updates: Sequence[tuple[str, str, str, str]]
+    updates: list[tuple[str, str, str, str]]
     if successful:
         updates = [
             (constants.CONDITION_RUNNING, 'True', constants.REASON_SUCCESSFUL,
@@ -134,6 +155,7 @@ def finished(
         key: value for key, value in custom_stats.items()
         if key not in constants.STATUS_RESERVED_KEYS and value is not None
     }
+    updates.extend(role_conditions(custom_stats))
     new['conditions'] = _merge_conditions(status, updates, now=now)
     new['ansibleResult'] = {key: int(counts.get(key, 0))
                             for key in ('ok', 'changed', 'skipped', 'failures')}

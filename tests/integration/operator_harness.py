@@ -20,6 +20,18 @@ REPO = Path(__file__).resolve().parents[2]
 MYSQL_IMAGE = kube.MYSQL_IMAGE
 
 
+@dataclass(frozen=True)
+class Server:
+    """A server image the server-facing tests run against (kube.SERVER_IMAGES)."""
+
+    key: str
+    image: str
+
+    def name(self, base: str) -> str:
+        """An object name of this image's run of a test (the two runs share one namespace)."""
+        return f"{base}-{self.key[:2]}"
+
+
 @dataclass
 class Operator:
     """A running operator process and its log."""
@@ -115,11 +127,11 @@ def wait_successful(cluster: kube.Cluster, namespace: str, name: str, operator: 
 
 def sql_job(cluster: kube.Cluster, namespace: str, host: str, database: str, sql: str,
             secret: str, key: str = "password", user: str = "root", expect_success: bool = True,
-            timeout: float = 240) -> str:
-    """Run `sql` in a Job pod that connects to `host` by DNS name; return its output."""
+            timeout: float = 240, image: str = MYSQL_IMAGE) -> str:
+    """Run `sql` in a Job pod (client of `image`) that connects to `host` by DNS name; return its output."""
     name = f"sql-{uuid.uuid4().hex[:8]}"
     manifest = kube.sql_client_job(namespace, name, host, database, sql, secret=secret, key=key,
-                                   user=user, labels={"test-client": "true"})
+                                   user=user, labels={"test-client": "true"}, image=image)
     cluster.apply(manifest)
     if expect_success:
         cluster.wait_job(namespace, name, timeout=timeout)
@@ -168,6 +180,17 @@ def _epoch(stamp: str) -> float:
 
 def now() -> float:
     return time.time()
+
+
+def ready_condition(cluster: kube.Cluster, namespace: str, name: str) -> dict[str, Any]:
+    """The object's Ready condition ({} while it has none)."""
+    return condition(cluster.get("-n", namespace, "mysqls.otus.homework", name), "Ready") or {}
+
+
+def warnings_about(cluster: kube.Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The Warning events whose object is `name` in `namespace`."""
+    events = cluster.get("-n", namespace, "events", "--field-selector", f"involvedObject.name={name}")["items"]
+    return [e for e in events if e["type"] == "Warning"]
 
 
 def wait_ready(cluster: kube.Cluster, namespace: str, name: str, timeout: int = 300) -> None:

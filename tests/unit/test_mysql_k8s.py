@@ -97,3 +97,21 @@ def test_quantity_to_bytes(quantity: str, expected: int) -> None:
 def test_bad_quantity(quantity: str) -> None:
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
         mysql_k8s.quantity_to_bytes(quantity)
+
+
+def _deployment(generation: int = 2, **status: int) -> dict[str, Any]:
+    return {"metadata": {"generation": generation}, "spec": {"replicas": 1}, "status": status}
+
+
+def test_a_deployment_is_ready_when_its_rollout_is_complete_and_its_pod_ready() -> None:
+    ready = mysql_k8s.deployment_ready
+    assert ready(_deployment(observedGeneration=2, replicas=1, updatedReplicas=1, readyReplicas=1))
+    assert not ready({})
+    assert not ready(_deployment(observedGeneration=2, replicas=1, updatedReplicas=1))  # not ready
+    # the controller has not seen the new template yet: the old pod's readiness says nothing
+    assert not ready(_deployment(observedGeneration=1, replicas=1, updatedReplicas=1, readyReplicas=1))
+    # the old pod still runs beside (or instead of) the new one
+    assert not ready(_deployment(observedGeneration=2, replicas=1, updatedReplicas=0, readyReplicas=1))
+    assert not ready(_deployment(observedGeneration=2, replicas=2, updatedReplicas=1, readyReplicas=1))
+    scaled_down = {"metadata": {"generation": 1}, "spec": {"replicas": 0}, "status": {"observedGeneration": 1}}
+    assert not ready(scaled_down)

@@ -119,7 +119,9 @@ def test_custom_stats_are_merged_at_top_level_but_cannot_override_ours() -> None
     patch = succeed(st, now=T1, custom={
         'endpoint': 'db1.apps.svc:3306',
         'backup': {'last': 'ok'},
-        'conditions': [{'type': 'Hacked', 'status': 'True'}],
+        'conditions': [{'type': 'Successful', 'status': 'False', 'reason': 'Hacked'},
+                       {'type': 'Failure', 'status': 'True'}, 'not a mapping',
+                       {'type': 'Odd', 'status': 'yes'}],
         'observedGeneration': 99,
         'ansibleResult': 'mine',
         'ignored': None,
@@ -132,6 +134,28 @@ def test_custom_stats_are_merged_at_top_level_but_cannot_override_ours() -> None
     assert {c['type'] for c in st['conditions']} == {'Running', 'Successful', 'Failure'}
     assert isinstance(st['ansibleResult'], dict)
     assert 'ignored' not in st
+    assert conditions_by_type(st)['Successful']['status'] == 'True'
+    assert conditions_by_type(st)['Failure']['status'] == 'False'
+
+
+def test_a_role_reports_conditions_of_its_own() -> None:
+    st = apply({}, status.running({}, generation=1, now=T0))
+    ready = {'type': 'Ready', 'status': 'False', 'reason': 'ServerStarting', 'message': '0 of 1 ready'}
+    st = apply(st, succeed(st, now=T1, custom={'conditions': [ready]}))
+    assert conditions_by_type(st)['Ready'] == {**ready, 'lastTransitionTime': T1}
+    # the same report changes nothing (an unchanged object writes nothing)
+    assert succeed(st, now=T2, custom={'conditions': [ready]}) is None
+    # a new reason with the same status keeps the transition time; a new status moves it
+    starting = {**ready, 'reason': 'CredentialsRejected', 'message': 'access denied'}
+    st = apply(st, succeed(st, now=T2, custom={'conditions': [starting]}))
+    assert conditions_by_type(st)['Ready']['lastTransitionTime'] == T1
+    assert conditions_by_type(st)['Ready']['reason'] == 'CredentialsRejected'
+    up = {'type': 'Ready', 'status': 'True', 'reason': 'LoginAccepted', 'message': ''}
+    st = apply(st, succeed(st, now=T2, custom={'conditions': [up]}))
+    assert conditions_by_type(st)['Ready']['lastTransitionTime'] == T2
+    # a failed run carries no stats: the role's condition stays as it was
+    st = apply(st, fail(st, now=T2))
+    assert conditions_by_type(st)['Ready']['status'] == 'True'
 
 
 def test_foreign_conditions_and_keys_are_kept() -> None:

@@ -1,4 +1,5 @@
-"""Filters the mysql role uses to decide whether a Kubernetes write is needed.
+"""Filters the mysql role uses to decide whether a Kubernetes write is needed, and
+whether its server Deployment is ready (`mysql_deployment_ready`).
 
 kubernetes.core.k8s (both `apply: true` and `state: present`) sends a PATCH for
 every object that contains a list, even when nothing differs. The role reads each
@@ -102,6 +103,26 @@ def quantity_to_bytes(value: Any) -> int:
     return int(amount.to_integral_value(rounding="ROUND_CEILING"))
 
 
+def deployment_ready(deployment: Any) -> bool:
+    """True when a Deployment's rollout is complete and its pods are ready.
+
+    The controller has seen the current spec (observedGeneration), every replica runs the
+    current pod template (updatedReplicas), and as many are ready as are wanted: right
+    after a template change the old pod may still count as ready, so readyReplicas alone
+    would call a server ready that is being replaced.
+    """
+    if not isinstance(deployment, dict) or not deployment:
+        return False
+    metadata = deployment.get("metadata") or {}
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    wanted = int(spec.get("replicas", 1))
+    return (int(status.get("observedGeneration") or 0) >= int(metadata.get("generation") or 0)
+            and int(status.get("updatedReplicas") or 0) == wanted
+            and int(status.get("replicas") or 0) == wanted
+            and int(status.get("readyReplicas") or 0) >= wanted >= 1)
+
+
 class FilterModule:
     """Ansible filter plugin entry point."""
 
@@ -110,4 +131,5 @@ class FilterModule:
             "mysql_k8s_in_sync": k8s_in_sync,
             "mysql_k8s_out_of_sync": k8s_out_of_sync,
             "mysql_quantity_to_bytes": quantity_to_bytes,
+            "mysql_deployment_ready": deployment_ready,
         }
