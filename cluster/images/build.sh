@@ -404,16 +404,23 @@ EOF
   container_etc "$rootfs"
 }
 
+# begin_rootfs_build NAME TARBALL: returns 1 when TARBALL is already cached; otherwise
+# checks what a debootstrap build needs and begins the build of image NAME ($WORK).
+begin_rootfs_build() {
+  local name=$1 out=$2
+  if [ -f "$out" ]; then
+    say "cached: ${IMAGE_REF[$name]} $out"
+    return 1
+  fi
+  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+  [ "$(id -u)" = 0 ] || die "building the $name image needs root (debootstrap, chroot, chown)"
+  begin_build "$name"
+}
+
 build_mariadb() {
   local out
   out=$(image_path mariadb)
-  if [ -f "$out" ]; then
-    say "cached: ${IMAGE_REF[mariadb]} $out"
-    return 0
-  fi
-  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
-  [ "$(id -u)" = 0 ] || die "building the mariadb image needs root (debootstrap, chroot, chown)"
-  begin_build mariadb
+  begin_rootfs_build mariadb "$out" || return 0
   local rootfs="$WORK/rootfs" started=$SECONDS
   debootstrap_rootfs "$rootfs" "$DEBIAN_SUITE" "$MARIADB_PACKAGES"
   mariadb_update "$rootfs"
@@ -499,13 +506,7 @@ mysql_check_rootfs() {
 build_mysql() {
   local out
   out=$(image_path mysql)
-  if [ -f "$out" ]; then
-    say "cached: ${IMAGE_REF[mysql]} $out"
-    return 0
-  fi
-  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
-  [ "$(id -u)" = 0 ] || die "building the mysql image needs root (debootstrap, chroot, chown)"
-  begin_build mysql
+  begin_rootfs_build mysql "$out" || return 0
   local rootfs="$WORK/rootfs" started=$SECONDS
   debootstrap_rootfs "$rootfs" "$MYSQL_SUITE" "$MYSQL_PACKAGES"
   container_dpkg_policy "$rootfs"

@@ -80,6 +80,8 @@ def changed_copy(target: Path) -> Path:
     template = role / "templates" / "deployment.yaml.j2"
     _edit(template, "labels: {{ mysql_labels | to_json }}",
           "labels: {{ mysql_labels | combine(mysql_deployment_labels) | to_json }}")
+    _edit(template, "labels: {{ mysql_pod_labels | to_json }}",
+          "labels: {{ mysql_pod_labels | combine(mysql_deployment_labels) | to_json }}")
     _edit(template, "          imagePullPolicy: {{ mysql_image_pull_policy | to_json }}\n",
           "          imagePullPolicy: {{ mysql_image_pull_policy | to_json }}\n"
           "          resources: {{ mysql_resources | to_json }}\n")
