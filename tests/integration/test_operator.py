@@ -300,8 +300,7 @@ def test_bad_reference_reports_failure_condition_and_event(cluster: kube.Cluster
     cond = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure")
     assert cond is not None
     assert "spec.passwordSecretRef" in cond["message"], cond
-    events = cluster.get("-n", ns, "events", "--field-selector", f"involvedObject.name={name}")["items"]
-    warnings = [e["message"] for e in events if e["type"] == "Warning"]
+    warnings = [e["message"] for e in oh.warnings_about(cluster, ns, name)]
     assert any("spec.passwordSecretRef" in m for m in warnings), warnings
     # Fixing the input lets the object converge.
     cluster.kubectl("-n", ns, "create", "secret", "generic", "no-such-secret", "--from-literal=password=fixed-pw")
@@ -383,8 +382,7 @@ def test_deleting_a_server_that_is_not_ready_waits_until_skipping_the_backup_is_
     cluster.wait_for(refused, timeout=180, what="the deletion to be refused", interval=2)
     obj = cluster.get("-n", ns, "mysqls.otus.homework", name)
     assert obj["metadata"].get("deletionTimestamp") and obj["metadata"].get("finalizers"), obj["metadata"]
-    events = cluster.get("-n", ns, "events", "--field-selector", f"involvedObject.name={name}")["items"]
-    warnings = [e["message"] for e in events if e["type"] == "Warning"]
+    warnings = [e["message"] for e in oh.warnings_about(cluster, ns, name)]
     assert any("backup before deletion is not possible" in m for m in warnings), warnings
 
     cluster.kubectl("-n", ns, "annotate", "mysqls.otus.homework", name,
