@@ -22,6 +22,9 @@ LOCAL_SERVER_IMAGES = {
 }
 SERVER_IMAGES = ({"env": os.environ["TEST_MYSQL_IMAGE"]} if os.environ.get("TEST_MYSQL_IMAGE")
                  else LOCAL_SERVER_IMAGES)
+# The local cluster's pause image (cluster/images/build.sh): a container that runs and
+# does nothing, for tests that check objects rather than what runs in them.
+LOCAL_PAUSE_IMAGE = "localhost/pause:k8s-1.20.2"
 # The image of tests that need one server or client image and do not depend on which.
 MYSQL_IMAGE = next(iter(SERVER_IMAGES.values()))
 

@@ -1,6 +1,7 @@
-"""The molecule scenarios (molecule/role, molecule/operator) run as a user runs them.
+"""The molecule scenarios run as a user runs them: molecule/role and molecule/operator from the
+repository root, and each example kind's default scenario from its folder (examples/*).
 
-Each test runs `molecule test -s NAME` from the repository root against the cluster of
+Each test runs `molecule test -s NAME` from its project directory against the cluster of
 the `cluster` fixture, in a namespace of its own (`MOLECULE_K8S_NAMESPACE`) and with its
 own ephemeral directory, so it never collides with a developer's run of the same
 scenario. Molecule's output is printed when it fails.
@@ -46,16 +47,25 @@ def _env(cluster: kube.Cluster, scenario: str, tmp_path: Path) -> dict[str, str]
     return env
 
 
-@pytest.mark.parametrize("scenario", ["role", "operator"])
-def test_scenario(cluster: kube.Cluster, scenario: str, tmp_path: Path) -> None:
-    env = _env(cluster, scenario, tmp_path)
+# The examples' scenarios default to images the local cluster has; elsewhere, the seeds'.
+SEED_IMAGES = {"DATABASE_MONGO_IMAGE": "mongo:4.0", "DATABASE_MYSQL_IMAGE": "mysql:8.0",
+               "APPSERVICE_IMAGE": "busybox"}
+
+
+@pytest.mark.parametrize(("project", "scenario"), [
+    ("", "role"), ("", "operator"), ("examples/database", "default"), ("examples/appservice", "default"),
+])
+def test_scenario(cluster: kube.Cluster, project: str, scenario: str, tmp_path: Path) -> None:
+    env = _env(cluster, Path(project).name if project else scenario, tmp_path)
+    if project and not cluster.local:
+        env.update(SEED_IMAGES)
     started = time.monotonic()
     try:
-        done = subprocess.run([_molecule(), "test", "-s", scenario], cwd=REPO, env=env,
+        done = subprocess.run([_molecule(), "test", "-s", scenario], cwd=REPO / project, env=env,
                               capture_output=True, text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired as e:
         # molecule was killed mid-sequence: its own cleanup never ran.
-        subprocess.run([_molecule(), "destroy", "-s", scenario], cwd=REPO, env=env,
+        subprocess.run([_molecule(), "destroy", "-s", scenario], cwd=REPO / project, env=env,
                        capture_output=True, timeout=600)
         partial = e.stdout or ""
         print(partial.decode(errors="replace") if isinstance(partial, bytes) else partial)
@@ -69,6 +79,9 @@ def test_scenario(cluster: kube.Cluster, scenario: str, tmp_path: Path) -> None:
         f"(namespace {env['MOLECULE_K8S_NAMESPACE']}); its output is printed above. Tail:\n{output[-6000:]}"
     )
     print(f"molecule test -s {scenario}: {seconds:.0f}s")
-    if scenario == "role":
+    if scenario != "operator":
         # Molecule's idempotence step ran and found nothing changed on the second converge.
-        assert "role > idempotence: Executed: Successful" in output, output[-6000:]
+        # Its summary can list the step as successful after "Idempotence test failed" (seen
+        # with molecule 25 on a role that changed on the second converge): check both.
+        assert f"{scenario} > idempotence: Executed: Successful" in output, output[-6000:]
+        assert "Idempotence test failed" not in output, output[-6000:]
