@@ -269,6 +269,12 @@ def test_appservice_scales_one_pod_per_reconcile(examples: Examples) -> None:
         assert len(set(app["status"]["podNames"]) & set(first)) == 1, (first, app["status"])
         table = ex.cluster.kubectl("-n", ns, "get", APPSERVICES, name).stdout
         assert table.split("\n")[1].split()[1:3] == ["2", "2"], table
+
+        # Kept at that count: a pod deleted by hand is replaced by a new one.
+        doomed = app["status"]["podNames"][0]
+        ex.cluster.kubectl("-n", ns, "delete", "pod", doomed, "--wait=false")
+        app = ex.wait_status(APPSERVICES, name, "a replacement pod",
+                             lambda o: settled(2)(o) and doomed not in o["status"]["podNames"])
     except BaseException:
         print(ex.operator.log()[-8000:])
         raise

@@ -6,13 +6,17 @@ operator, watching every namespace. Then a MySQL object lives its whole life thr
 Successful, rows written through its Service, deleted (the backup Job), applied again (the
 restore Job), and the rows are back. A second replica must wait for the leader.
 
-Only on the local cluster: nothing else can receive the image. The in-cluster operator
-watches every namespace, so it starts only once no other operator, role run or foreign
-MySQL object is around, and this module removes it at its end (`kubectl delete` of
-everything deploy/ installs but the CRD, which other tests use): it must never reconcile
-the objects of tests that run the operator out-of-cluster. On a cluster shared with other
-sessions, TEST_OPERATOR_SCOPE=namespace deploys the same manifests with WATCH_NAMESPACE
-set to this module's own namespace instead, which cannot touch anyone else's objects.
+Only on the local cluster: nothing else can receive the image. This module removes the
+operator at its end (`kubectl delete` of everything deploy/ installs but the CRD, which other
+tests use). Its scope (TEST_OPERATOR_SCOPE):
+- `auto` (the default): watching every namespace, as `kubectl apply -k deploy/` installs it,
+  when nothing else is around: no other operator or role run on this host, no MySQL object
+  outside this module's namespace. On a used cluster (`make run` stopped with Ctrl-C leaves
+  its object and finalizer; another session's objects) the same manifests are deployed with
+  WATCH_NAMESPACE set to this module's own namespace, which cannot touch anyone else's
+  objects: the module neither waits for others' objects nor reconciles them.
+- `cluster`: always every namespace, after waiting (up to 300 s) until it is alone.
+- `namespace`: always only this module's namespace.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ LOCAL_STATE = Path("/var/lib/otus-cluster")  # the local cluster's (cluster/clus
 CONTAINERD = str(LOCAL_STATE / "containerd" / "containerd.sock")
 BUILD_TIMEOUT = 1800  # a cold build (debootstrap + PyPI) takes minutes; a warm one seconds
 QUIET_WAIT = 300  # seconds to wait for other operators and their objects to go
-SCOPE = os.environ.get("TEST_OPERATOR_SCOPE", "cluster")  # or "namespace" (see above)
+SCOPE = os.environ.get("TEST_OPERATOR_SCOPE", "auto")  # or "cluster" or "namespace" (see above)
 TEST_NAMESPACE = f"incluster-{uuid.uuid4().hex[:8]}"  # the MySQL objects' namespace
 
 
@@ -145,6 +149,19 @@ def wait_until_alone(cluster: kube.Cluster) -> None:
         time.sleep(5)
 
 
+def chosen_scope(cluster: kube.Cluster) -> str:
+    """`cluster` or `namespace`: TEST_OPERATOR_SCOPE, or for `auto` what the cluster allows now."""
+    if SCOPE in ("cluster", "namespace"):
+        return SCOPE
+    assert SCOPE == "auto", f"TEST_OPERATOR_SCOPE={SCOPE!r}: expected auto, cluster or namespace"
+    found = foreign_processes() + foreign_mysqls(cluster)
+    if found:
+        print(f"\n>> the in-cluster operator watches only {TEST_NAMESPACE}: others use this cluster\n"
+              + "\n".join(found[:10]))
+        return "namespace"
+    return "cluster"
+
+
 def load_dockerfile_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "operator_dockerfile", REPO / "images" / "operator" / "dockerfile.py")
@@ -207,8 +224,8 @@ def operator(cluster: kube.Cluster) -> Iterator[InstalledOperator]:
 
     remove_operator(cluster)  # a previous run that was killed may have left it
     try:
-        if SCOPE == "cluster":
-            wait_until_alone(cluster)
+        if chosen_scope(cluster) == "cluster":
+            wait_until_alone(cluster)  # at once when `auto` chose it
             cluster.kubectl("apply", "-k", str(REPO / "deploy"))
         else:
             cluster.kubectl("apply", "-f", "-", stdin=as_yaml(watching_only(
