@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from tests import kube
 
 REPO = Path(__file__).resolve().parents[2]
 MYSQL_IMAGE = kube.MYSQL_IMAGE
+HOSTPATH_BASE = Path("/var/lib/mysql-operator")  # the mysql role's mysql_hostpath_base
+LOCAL_NODE_SOCKET = Path("/var/lib/otus-cluster/containerd/containerd.sock")  # cluster/cluster.sh's
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,18 @@ def start_operator(cluster: kube.Cluster, namespace: str, workdir: Path,
     operator = Operator(log_path=workdir / "operator.log", env=env)
     operator.start()
     return operator
+
+
+def remove_namespace(cluster: kube.Cluster, namespace: str) -> None:
+    """Delete `namespace` and what the mysql role keeps outside it: the PersistentVolumes
+    labelled with it (the backup volume outlives its object by design) and, when the local
+    cluster runs (its node is this host), their directories. Drop finalizers before."""
+    cluster.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=180s", check=False, timeout=200)
+    cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-namespace={namespace}", "--wait=false",
+                    check=False)
+    if LOCAL_NODE_SOCKET.exists():  # the local cluster runs: its node is this host
+        for kind in ("data", "backups"):
+            shutil.rmtree(HOSTPATH_BASE / kind / namespace, ignore_errors=True)
 
 
 def install_crd(cluster: kube.Cluster) -> None:

@@ -25,7 +25,6 @@ import base64
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -42,6 +41,7 @@ import pytest
 import yaml
 
 from tests import kube
+from tests.integration import operator_harness as oh
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "images" / "operator" / "build.sh"
@@ -51,9 +51,7 @@ DEPLOYMENT = "mysql-operator"
 LOCK = "mysql-operator-lock"
 CRD_NAME = "mysqls.otus.homework"
 MYSQLS = CRD_NAME  # never the short name: another CRD may also call its kind MySQL
-HOSTPATH_BASE = Path("/var/lib/mysql-operator")  # the mysql role's mysql_hostpath_base
 LOCAL_STATE = Path("/var/lib/otus-cluster")  # the local cluster's (cluster/cluster.sh)
-CONTAINERD = str(LOCAL_STATE / "containerd" / "containerd.sock")
 BUILD_TIMEOUT = 1800  # a cold build (debootstrap + PyPI) takes minutes; a warm one seconds
 QUIET_WAIT = 300  # seconds to wait for other operators and their objects to go
 SCOPE = os.environ.get("TEST_OPERATOR_SCOPE", "auto")  # or "cluster" or "namespace" (see above)
@@ -260,13 +258,7 @@ def incluster_namespace(cluster: kube.Cluster) -> Iterator[str]:
                 cluster.kubectl("-n", name, "patch", MYSQLS, item["metadata"]["name"],
                                 "--type=merge", "-p", '{"metadata":{"finalizers":[]}}',
                                 check=False)
-        cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=180s",
-                        check=False, timeout=200)
-        cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-namespace={name}",
-                        "--wait=false", check=False)
-        if Path(CONTAINERD).exists():  # the local cluster: its node is this host
-            for kind in ("data", "backups"):
-                shutil.rmtree(HOSTPATH_BASE / kind / name, ignore_errors=True)
+        oh.remove_namespace(cluster, name)
 
 
 # --- the image ------------------------------------------------------------------------------

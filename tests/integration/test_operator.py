@@ -26,7 +26,7 @@ from tests.integration import operator_harness as oh
 def op_namespace(cluster: kube.Cluster) -> Iterator[str]:
     name = cluster.create_namespace(f"op-{uuid.uuid4().hex[:8]}")
     yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    oh.remove_namespace(cluster, name)  # the operator fixture deleted the objects before
 
 
 @pytest.fixture(scope="module")

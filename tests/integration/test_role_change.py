@@ -38,10 +38,7 @@ def rolechange_namespace(cluster: kube.Cluster) -> Iterator[str]:
     listed = cluster.kubectl("-n", name, "get", "mysqls.otus.homework", "-o", "name", check=False).stdout.split()
     for obj in listed:
         cluster.kubectl("-n", name, "patch", obj, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
-    cluster.kubectl("delete", "namespace", name, "--timeout=180s", check=False, timeout=200)
-    cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-namespace={name}", check=False)
-    for kind in ("data", "backups"):
-        shutil.rmtree(Path("/var/lib/mysql-operator") / kind / name, ignore_errors=True)
+    oh.remove_namespace(cluster, name)
 
 
 def _edit(path: Path, old: str, new: str) -> None:
