@@ -2,6 +2,8 @@
 ``python -m bench`` (or ``bench/run.sh``): the operator against two baselines, same
 workloads, same run, on the cluster in ``$KUBECONFIG``; prints a table and writes
 ``bench/out/results.json``, ``bench/out/results.md`` and ``bench/out/latency.png``.
+From the repository, with operator/ on ``PYTHONPATH`` as bench/run.sh sets it: runs are
+read with ``ansible_kopf.summary``, the cluster through tests/harness.py.
 
 Designs: ``ours`` (``python -m ansible_kopf`` with bench/watches.yaml and the bench_mysql
 role, which applies every out-of-sync object in one module call as roles/mysql does),
@@ -34,6 +36,7 @@ from typing import Any
 
 from bench import harness, png
 from bench.baselines import common
+from tests.harness import REPO, AuditLog, Cluster, Operator, describe, now_utc
 
 OUT = harness.BENCH / 'out'
 WORK = pathlib.Path(os.environ.get('BENCH_WORKDIR')
@@ -46,9 +49,9 @@ LABELS = {'ours': 'ours (warm)', 'ours-cold': 'ours, cold (ANSIBLE_KOPF_WARM=fal
 
 
 def operator(design: str, namespace: str, *, period: float = 0,
-             watches: pathlib.Path | None = None) -> harness.Operator:
+             watches: pathlib.Path | None = None) -> Operator:
     env = dict(os.environ, BENCH_RECONCILE_PERIOD=f"{period:g}s" if design.startswith('ours')
-               else f"{period:g}", PYTHONPATH=str(harness.REPO / 'operator'))
+               else f"{period:g}", PYTHONPATH=str(REPO / 'operator'))
     workdir = WORK / design / namespace
     if design.startswith('ours'):
         default = 'watches-pertask.yaml' if design == 'ours-pertask' else 'watches.yaml'
@@ -62,13 +65,13 @@ def operator(design: str, namespace: str, *, period: float = 0,
         env.update(BENCH_WORKDIR=str(workdir), BENCH_MAX_RUNS='4')
         command = [harness.python(), '-m', 'kopf', 'run', '--standalone', '--namespace',
                    namespace, '--module', f"bench.baselines.{module}"]
-    return harness.Operator(design=design, command=command, env=env,
-                            log_path=WORK / 'logs' / f"{design}-{namespace}.log")
+    return Operator(name=design, command=command, env=env, stop_signal=signal.SIGINT,
+                    log_path=WORK / 'logs' / f"{design}-{namespace}.log")
 
 
-def started(op: harness.Operator) -> harness.Operator:
+def started(op: Operator) -> Operator:
     op.start()
-    op.wait_ready("Watching " if op.design.startswith('ours') else "'configure' succeeded")
+    op.wait_ready("Watching " if op.name.startswith('ours') else "'configure' succeeded")
     time.sleep(1.0)  # kopf opens its watch streams after the start-up activities
     return op
 
@@ -81,24 +84,24 @@ def summary(values: list[float]) -> dict[str, float]:
             'min': ordered[0], 'max': ordered[-1]}
 
 
-def latency_scenarios(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+def latency_scenarios(cluster: Cluster, design: str, args: argparse.Namespace,
                       created: list[str]) -> dict[str, Any]:
-    namespace = cluster.namespace(design.replace('-', ''))
+    namespace = harness.namespace(cluster, design.replace('-', ''))
     created.append(namespace)
     op = started(operator(design, namespace))
     result: dict[str, Any] = {'namespace': namespace}
     try:
-        first = cluster.create_and_wait(namespace, ['warmup'], SPEC)
+        first = harness.create_and_wait(cluster, namespace, ['warmup'], SPEC)
         result['first_after_start'] = first.get('warmup')
         singles = []
         for trial in range(args.trials):
-            seen = cluster.create_and_wait(namespace, [f"one-{trial}"], SPEC)
+            seen = harness.create_and_wait(cluster, namespace, [f"one-{trial}"], SPEC)
             singles.extend(seen.values())
         result['one'] = summary(singles)
         tens = []
         for trial in range(args.trials_10):
-            seen = cluster.create_and_wait(namespace, [f"ten-{trial}-{i}" for i in range(10)],
-                                           SPEC)
+            seen = harness.create_and_wait(cluster, namespace,
+                                           [f"ten-{trial}-{i}" for i in range(10)], SPEC)
             tens.append(max(seen.values()) if len(seen) == 10 else float('nan'))  # noqa: PLR2004
         result['ten_all'] = summary(tens)
         time.sleep(2)
@@ -106,7 +109,7 @@ def latency_scenarios(cluster: harness.Cluster, design: str, args: argparse.Name
         result['memory_before_100'] = before
         names = [f"hundred-{i}" for i in range(args.many)]
         with harness.Sampler(op.pid) as sampler:
-            seen = cluster.create_and_wait(namespace, names, dict(SPEC, replicas=0))
+            seen = harness.create_and_wait(cluster, namespace, names, dict(SPEC, replicas=0))
         result['hundred_all'] = max(seen.values()) if len(seen) == len(names) else None
         result['hundred_done'] = len(seen)
         result['hundred_p50'] = statistics.median(seen.values()) if seen else None
@@ -116,69 +119,72 @@ def latency_scenarios(cluster: harness.Cluster, design: str, args: argparse.Name
         if design.startswith('ours') and design != 'ours-cold':  # the warm servers' idle stop
             time.sleep(WARM_IDLE + 5)
             result['memory_idle_stopped'] = harness.memory(op.pid)
-        runs = len(op.reconciled())
-        result['runs'] = runs
+        result['runs'] = len(harness.reconciled(op))
         result['disk_bytes'], result['disk_files'] = harness.disk(WORK / design / namespace)
     finally:
         op.stop()
     return result
 
 
-def unchanged_scenario(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+def unchanged_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
                        created: list[str]) -> dict[str, Any]:
-    namespace = cluster.namespace(f"{design.replace('-', '')}u")
+    namespace = harness.namespace(cluster, f"{design.replace('-', '')}u")
     created.append(namespace)
-    offset = harness.audit_offset()
+    audit = AuditLog.from_now()
     op = started(operator(design, namespace, period=args.period))
     try:
-        cluster.create_and_wait(namespace, ['steady'], SPEC)
+        harness.create_and_wait(cluster, namespace, ['steady'], SPEC)
         deadline = time.monotonic() + args.period * (args.periodic + 3) + 60
-        while len(op.reconciled()) < args.periodic + 1 and time.monotonic() < deadline:
+        while len(harness.reconciled(op)) < args.periodic + 1 and time.monotonic() < deadline:
             time.sleep(0.5)
         time.sleep(1)
         idle = harness.memory(op.pid)
     finally:
         op.stop()
-    runs = op.reconciled()[1:]
-    margin = harness.datetime.timedelta(seconds=0.3)
-    found = [harness.writes(offset, namespace, r['start'] - margin, r['end'] + margin)
-             for r in runs]
+    runs = harness.reconciled(op)[1:]  # the periodic runs: the first is the create's
+    found = []
+    for run in runs:  # writes in the run's window (+-0.3 s), in the namespace or on its PVs
+        start, end = harness.window(run, margin=0.3)
+        found.append(audit.writes(namespace, start=start, end=end,
+                                  volumes=f"bench-data-{namespace}-", system=False))
     per_run = [len(f) for f in found]
-    what = sorted({harness.describe(e) for f in found for e in f})
-    return {'namespace': namespace, 'wall': summary([r['seconds'] for r in runs]) if runs
+    what = sorted({describe(e) for f in found for e in f})
+    return {'namespace': namespace, 'wall': summary([r.seconds for r in runs]) if runs
             else None, 'writes_per_run': per_run, 'memory_idle_periodic': idle,
-            'counts': [r['counts'] for r in runs][:1], 'writes_seen': what}
+            'counts': [dict(r.counts) for r in runs][:1], 'writes_seen': what}
 
 
 def servers_rss(pid: int) -> int:
-    """KB of VmRSS of the operator's warm servers (its zygote.py children), between runs."""
+    """KB of VmRSS of the operator's warm servers (its forkserver children), between runs."""
     total = 0
     for child in harness.children(pid):
         try:
-            if 'zygote.py' in pathlib.Path(f"/proc/{child}/cmdline").read_text(errors='replace'):
+            cmdline = pathlib.Path(f"/proc/{child}/cmdline").read_text(errors='replace')
+            if 'ansible_kopf.warm.forkserver' in cmdline:
                 total += harness.memory(child)['rss']
         except (OSError, KeyError):
             continue
     return total
 
 
-def soak_scenario(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+def soak_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
                   created: list[str]) -> dict[str, Any]:
     """
     Memory over thousands of runs: ``--soak-objects`` objects reconciled every second
     (each run an unchanged reconcile) until ``--soak-runs`` runs; every 10 s the operator
     process's RSS, its warm servers' RSS and the tree's PSS, with the number of runs so far.
     """
-    namespace = cluster.namespace(f"{design.replace('-', '')}s")
+    namespace = harness.namespace(cluster, f"{design.replace('-', '')}s")
     created.append(namespace)
     op = started(operator(design, namespace, period=1))
     samples = []
     try:
-        cluster.create_and_wait(namespace, [f"soak-{i}" for i in range(args.soak_objects)],
+        harness.create_and_wait(cluster, namespace,
+                                [f"soak-{i}" for i in range(args.soak_objects)],
                                 dict(SPEC, replicas=0))
         deadline = time.monotonic() + args.soak_minutes * 60
         while time.monotonic() < deadline:
-            runs = len(op.reconciled())
+            runs = len(harness.reconciled(op))
             tree = harness.memory(op.pid)
             samples.append({'runs': runs, 'operator_rss': tree['rss'],
                             'servers_rss': servers_rss(op.pid), 'tree_pss': tree['tree_pss'],
@@ -196,7 +202,7 @@ def real_role_copy() -> pathlib.Path:
     """roles/mysql with the bench group in owner references and variable names."""
     target = OUT / 'real'
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(harness.REPO / 'roles' / 'mysql', target / 'roles' / 'mysql')
+    shutil.copytree(REPO / 'roles' / 'mysql', target / 'roles' / 'mysql')
     for path in (target / 'roles').rglob('*'):
         if path.is_file() and path.suffix in ('.yml', '.yaml', '.j2', '.py'):
             text = path.read_text()
@@ -211,18 +217,19 @@ def real_role_copy() -> pathlib.Path:
     return watches
 
 
-def real_scenario(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+def real_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
                   created: list[str]) -> dict[str, Any]:
-    namespace = cluster.namespace(f"{design.replace('-', '')}r")
+    namespace = harness.namespace(cluster, f"{design.replace('-', '')}r")
     created.append(namespace)
     op = started(operator(design, namespace, watches=real_role_copy()))
     spec = {'image': 'localhost/mariadb:10.11-bookworm', 'database': 'benchdb',
             'password': 'benchpassword', 'storage_size': '1Gi'}
     try:
-        first = cluster.create_and_wait(namespace, ['real-warmup'], spec)
+        first = harness.create_and_wait(cluster, namespace, ['real-warmup'], spec)
         values = []
         for trial in range(args.trials_real):
-            values.extend(cluster.create_and_wait(namespace, [f"real-{trial}"], spec).values())
+            seen = harness.create_and_wait(cluster, namespace, [f"real-{trial}"], spec)
+            values.extend(seen.values())
     finally:
         op.stop()
     return {'namespace': namespace, 'first_after_start': first.get('real-warmup'),
@@ -337,7 +344,7 @@ def arguments() -> argparse.Namespace:
     return args
 
 
-def measure(cluster: harness.Cluster, design: str, args: argparse.Namespace,
+def measure(cluster: Cluster, design: str, args: argparse.Namespace,
             created: list[str]) -> dict[str, Any]:
     """All scenarios of one design; a scenario that fails is recorded, not fatal."""
     print(f"== {LABELS[design]}", flush=True)
@@ -359,9 +366,9 @@ def measure(cluster: harness.Cluster, design: str, args: argparse.Namespace,
     return result
 
 
-def clean_up(cluster: harness.Cluster, created: list[str]) -> None:
+def clean_up(cluster: Cluster, created: list[str]) -> None:
     for namespace in created:
-        cluster.delete_namespace(namespace)
+        harness.delete_namespace(cluster, namespace)
     cluster.wait_namespaces_gone(created)
     cluster.delete_volumes(harness.OWNER_LABEL)
     for namespace in created:
@@ -402,9 +409,9 @@ def main() -> int:
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up on kill, too
-    cluster = harness.Cluster()
-    cluster.install_crd()
-    context = {'started': harness.now_utc().isoformat(timespec='seconds'),
+    cluster = Cluster(kubeconfig=os.environ['KUBECONFIG'])
+    cluster.install_crd(harness.BENCH / 'crd.yaml')
+    context = {'started': now_utc().isoformat(timespec='seconds'),
                'loadavg_at_start': harness.loadavg(), 'cpus': os.cpu_count(),
                'other_python_processes': harness.count_processes(
                    'pytest|ansible-playbook|ansible_kopf')}

@@ -24,16 +24,13 @@ trap 'kill "${server:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
 printf '#!/bin/sh\ntee %s/payload | %s "$@"\n' "$work" "$py" > "$work/tee"; chmod +x "$work/tee"
 "$venv/bin/ansible" -i localhost, -c local -e "ansible_python_interpreter=$work/tee" localhost \
   -m kubernetes.core.k8s_info -a 'kind=Namespace name=default' >/dev/null 2>&1
-"$py" "$here/operator/ansible_kopf/zygote.py" --role module --socket "$work/module.sock" > "$work/ready" &
+export PYTHONPATH="$here/operator"
+"$py" -c "import os; from ansible_kopf.warm import entry
+os.execv('$py', [*entry.server('$py'), '--flavour', 'module', '--socket', '$work/module.sock'])" > "$work/ready" &
 server=$!
 while ! grep -q ready "$work/ready" 2>/dev/null; do sleep 0.2; done
-cat > "$work/warm" <<PY
-#!$py -IS
-import sys
-sys.path.insert(0, '$here/operator')
-from ansible_kopf import launch
-launch.python('$work/module.sock', '$py', sys.argv[1:])
-PY
+"$py" -c "import pathlib; from ansible_kopf.warm import pool
+print(pool.interpreter_script('$py', pathlib.Path('$work/module.sock')), end='')" > "$work/warm"
 chmod +x "$work/warm"
 row 'kubernetes.core.k8s_info module: cold python' sh -c "'$py' < '$work/payload'"
-row 'kubernetes.core.k8s_info module: warm fork (launch.py)' sh -c "'$work/warm' < '$work/payload'"
+row 'kubernetes.core.k8s_info module: warm fork (warm client)' sh -c "'$work/warm' < '$work/payload'"

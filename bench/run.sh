@@ -8,5 +8,6 @@ if [ -z "${KUBECONFIG:-}" ] && [ -e /var/lib/otus-cluster/ready ]; then
   export KUBECONFIG=/var/lib/otus-cluster/kubeconfig
 fi
 venv=$("$here/hack/venv.sh")
-cd "$here"
+cd "$here"  # on sys.path with `-m`: bench, tests (tests/harness.py)
+export PYTHONPATH="$here/operator${PYTHONPATH:+:$PYTHONPATH}"  # ansible_kopf.summary
 exec "$venv/bin/python" -m bench "$@"

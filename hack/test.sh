@@ -8,9 +8,12 @@ venv=$(./hack/venv.sh)
 export PATH="$venv/bin:$PATH"
 export PYTHONPATH="$PWD/operator${PYTHONPATH:+:$PYTHONPATH}"
 
-echo ">> lint: ruff, mypy, yamllint, ansible-lint, shellcheck"
-ruff check operator tests cluster images deploy bench roles
+echo ">> lint: ruff, mypy, import-linter, yamllint, ansible-lint, shellcheck"
+ruff check operator tests cluster images deploy bench roles molecule
 mypy
+# the layer contracts in pyproject.toml; the report only when one is broken
+if ! imports=$(lint-imports --no-cache 2>&1); then echo "$imports"; exit 1; fi
+echo "$imports" | grep -E '^Contracts: '
 yamllint -s .
 ansible-lint -q
 if ! command -v shellcheck >/dev/null; then

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import kube
+from tests import harness
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,9 +30,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture(scope="session")
-def cluster(request: pytest.FixtureRequest) -> kube.Cluster:
+def cluster(request: pytest.FixtureRequest) -> harness.Cluster:
     if os.environ.get("KUBECONFIG"):
-        found = kube.Cluster(kubeconfig=os.environ["KUBECONFIG"], kubectl_bin="kubectl", local=False)
+        found = harness.Cluster(kubeconfig=os.environ["KUBECONFIG"], kubectl_bin="kubectl", local=False)
     else:
         script = REPO / "cluster" / "cluster.sh"
         capture = request.config.pluginmanager.getplugin("capturemanager")
@@ -41,14 +41,14 @@ def cluster(request: pytest.FixtureRequest) -> kube.Cluster:
             subprocess.run([str(script), "up"], check=True)
         kubeconfig = subprocess.run([str(script), "kubeconfig"], check=True, capture_output=True, text=True).stdout.strip()
         kubectl = subprocess.run([str(script), "kubectl-path"], check=True, capture_output=True, text=True).stdout.strip()
-        found = kube.Cluster(kubeconfig=kubeconfig, kubectl_bin=kubectl, local=True)
+        found = harness.Cluster(kubeconfig=kubeconfig, kubectl_bin=kubectl, local=True)
     os.environ["KUBECONFIG"] = found.kubeconfig
     found.wait_ready()
     return found
 
 
 @pytest.fixture
-def namespace(cluster: kube.Cluster) -> Iterator[str]:
+def namespace(cluster: harness.Cluster) -> Iterator[str]:
     name = cluster.create_namespace(f"t-{uuid.uuid4().hex[:8]}")
     try:
         yield name

@@ -1,14 +1,11 @@
-"""Small helpers over kubectl for the integration tests (a real API server, never mocked)."""
+"""What the integration tests run in the cluster: the server images, and the manifests of the
+Jobs that reach those servers as clients would. The cluster itself is tests/harness.py's."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import textwrap
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 # The server images the server-facing tests run against, each also the client image of its
@@ -66,66 +63,3 @@ def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str
     env = [{"name": "SQL", "value": sql},
            {"name": "MYSQL_PWD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}]
     return shell_job(namespace, name, client, env=env, labels=labels, image=image)
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """A reachable cluster: its kubeconfig, the kubectl to use, and whether it is the local one."""
-
-    kubeconfig: str
-    kubectl_bin: str
-    local: bool
-
-    def kubectl(self, *args: str, check: bool = True, stdin: str | None = None,
-                timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args],
-            input=stdin, capture_output=True, text=True, timeout=timeout,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def apply(self, manifest: str, namespace: str | None = None) -> None:
-        args = ["apply", "-f", "-"] + (["-n", namespace] if namespace else [])
-        self.kubectl(*args, stdin=manifest)
-
-    def get(self, *args: str) -> Any:
-        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
-
-    def wait_for(self, probe: Callable[[], bool], timeout: float, what: str, interval: float = 1.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if probe():
-                return
-            time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-    def create_namespace(self, name: str) -> str:
-        """Create namespace `name` and wait for its default ServiceAccount (pods need it)."""
-        self.kubectl("create", "namespace", name)
-        self.wait_for(lambda: self.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0,
-                      timeout=60, what=f"the default ServiceAccount of {name}")
-        return name
-
-    def wait_ready(self) -> None:
-        def node_ready() -> bool:
-            done = self.kubectl("get", "nodes", "-o", "json", check=False)
-            if done.returncode != 0:
-                return False
-            nodes = json.loads(done.stdout)["items"]
-            return bool(nodes) and all(
-                c["status"] == "True" for n in nodes for c in n["status"]["conditions"] if c["type"] == "Ready"
-            )
-        self.wait_for(node_ready, timeout=180, what="a Ready node")
-
-    def job_logs(self, namespace: str, job: str) -> str:
-        return self.kubectl("-n", namespace, "logs", f"job/{job}", check=False).stdout
-
-    def wait_job(self, namespace: str, job: str, timeout: float = 300) -> None:
-        def finished() -> bool:
-            status = self.get("-n", namespace, "job", job).get("status", {})
-            if status.get("failed", 0) > 0 and not status.get("active"):
-                raise AssertionError(f"job {job} failed:\n{self.job_logs(namespace, job)}")
-            return bool(status.get("succeeded"))
-        self.wait_for(finished, timeout=timeout, what=f"job {namespace}/{job} to complete")

@@ -1,7 +1,7 @@
 """
 What the tests that really run ansible-runner need: a tree of roles and playbooks on
 disk, the watch and job that run them, and looks at the processes a run leaves (or
-goes through). Used by tests/unit/test_runner.py (cold and warm) and test_warm.py.
+goes through). Used by tests/unit/test_runner.py (cold and warm) and tests/unit/warm/test_pool.py.
 """
 import dataclasses
 import json
@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible_kopf import extravars, runner, warm, watches
+from ansible_kopf import extravars, runner, watches
+from ansible_kopf.warm.pool import Pool
 
 PASSWORD = 'Pa55-w0rd-not-for-disk'
 INJECTION = "{{ lookup('pipe', 'id') }}"
@@ -288,11 +289,11 @@ def _option(pid: int, name: bytes) -> bytes:
     return cmdline[cmdline.index(name) + 1]
 
 
-def servers(pool: warm.Pool) -> dict[str, list[int]]:
-    """The pool's live servers by role (``playbook``, ``module``), from their command lines."""
+def servers(pool: Pool) -> dict[str, list[int]]:
+    """The pool's live servers by flavour (``playbook``, ``module``), from their command lines."""
     found: dict[str, list[int]] = {'playbook': [], 'module': []}
     for pid in pool.pids:
-        found[_option(pid, b'--role').decode()].append(pid)
+        found[_option(pid, b'--flavour').decode()].append(pid)
     return found
 
 

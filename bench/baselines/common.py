@@ -1,6 +1,7 @@
 """
 What both baselines share: the bench role's tunables (image, hostPath base), the status
-they write, the log line the benchmark parses, and the optional periodic reconcile
+they write, the reconcile summary they log as the operator does (``ansible_kopf.summary``:
+the benchmark reads every design's runs from it alike), and the optional periodic reconcile
 (``BENCH_RECONCILE_PERIOD``), and the kopf handlers that call a baseline's reconcile
 (:func:`register`).
 """
@@ -9,14 +10,17 @@ import logging
 import os
 import pathlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
 import kubernetes
 import yaml
 
+from ansible_kopf import summary
+
 GROUP, VERSION, PLURAL = 'bench.otus.test', 'v1', 'mysqls'
+KIND = f"{GROUP}/{VERSION}/MySQL"  # a summary's kind, as the operator writes it
 ROLE_DEFAULTS: dict[str, Any] = yaml.safe_load(
     (pathlib.Path(__file__).parents[1] / 'roles' / 'bench_mysql' / 'defaults' / 'main.yml')
     .read_text())
@@ -50,12 +54,17 @@ def conditions(successful: bool, message: str) -> list[dict[str, Any]]:
              'lastTransitionTime': stamp}]
 
 
-def timed(namespace: str, name: str, work: Callable[[], str]) -> None:
-    """Run one reconcile and log it the way the operator does."""
+def timed(namespace: str, name: str, work: Callable[[], Mapping[str, int]]) -> None:
+    """Run one reconcile (``work`` returns its counts) and log its summary the way the
+    operator does: the sentence for people, the line for the benchmark."""
     started = time.monotonic()
     counts = work()
-    logger.info(f"Reconciled {namespace}/{name}: successful {counts} "
-                f"in {time.monotonic() - started:.2f}s")
+    record = summary.Summary(
+        action='reconcile', kind=KIND, namespace=namespace, name=name, status='successful',
+        counts=dict(counts), seconds=round(time.monotonic() - started, 3),
+        finished=summary.now())
+    logger.info(record.sentence())
+    logger.info(record.line())
 
 
 def register(reconcile: Callable[[kopf.Body, str, str], None], prefix: str,

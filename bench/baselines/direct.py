@@ -113,7 +113,7 @@ def apply(kind: str, desired: dict[str, Any]) -> str:
 
 
 def reconcile(body: kopf.Body, namespace: str, name: str) -> None:
-    def work() -> str:
+    def work() -> dict[str, int]:
         results = [apply(kind, desired) for kind, desired in manifests(body)]
         status = body.get('status') or {}
         generation = body.metadata.get('generation')
@@ -124,7 +124,7 @@ def reconcile(body: kopf.Body, namespace: str, name: str) -> None:
                 common.GROUP, common.VERSION, namespace, common.PLURAL, name,
                 {'status': {'conditions': common.conditions(True, ''),
                             'observedGeneration': generation}})
-        return ' '.join(f"{r}={results.count(r)}" for r in ('created', 'changed', 'ok'))
+        return {r: results.count(r) for r in ('created', 'changed', 'ok')}
     common.timed(namespace, name, work)
 
 

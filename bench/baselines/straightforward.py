@@ -40,7 +40,7 @@ def status(namespace: str, name: str, body: dict[str, Any]) -> None:
 
 
 def reconcile(body: kopf.Body, namespace: str, name: str) -> None:
-    def work() -> str:
+    def work() -> dict[str, int]:
         status(namespace, name, {'conditions': [
             {'type': 'Running', 'status': 'True', 'reason': 'Running',
              'message': 'Running reconciliation', 'lastTransitionTime': common.now()}]})
@@ -61,8 +61,8 @@ def reconcile(body: kopf.Body, namespace: str, name: str) -> None:
         if not ok:
             raise kopf.TemporaryError(f"run {result.status}", delay=5)
         stats = result.stats or {}
-        return ' '.join(f"{k}={sum((stats.get(k) or {}).values())}"
-                        for k in ('ok', 'changed', 'failures', 'skipped'))
+        return {k: sum((stats.get(k) or {}).values())
+                for k in ('ok', 'changed', 'failures', 'skipped')}
     common.timed(namespace, name, work)
 
 

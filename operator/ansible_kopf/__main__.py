@@ -7,17 +7,12 @@ import sys
 
 import kopf
 
-from ansible_kopf import (
-    config,
-    handlers,  # noqa: F401  (registers the start-up activity)
-    watches,
-)
+from ansible_kopf import config, handlers, watches
 
 
 def main() -> int:
     try:
-        cfg = config.from_env()
-        watches.load(cfg.watches_file, default_max_runner_artifacts=cfg.max_runner_artifacts)
+        cfg, entries = handlers.load()  # importing handlers registered its start-up activity
     except (config.ConfigError, watches.WatchesError) as e:
         print(f"ansible-kopf: {e}", file=sys.stderr)
         return 2
@@ -28,6 +23,7 @@ def main() -> int:
         namespaces=cfg.namespaces,
         liveness_endpoint=cfg.liveness_endpoint,
         standalone=True,
+        memo=kopf.Memo(loaded=(cfg, entries)),  # read once: the start-up activity uses them
     )
     return 0
 

@@ -29,10 +29,10 @@ class Config:
     max_runs: int  # concurrent ansible runs in the whole process
     max_runner_artifacts: int  # default for watches entries that do not set it
     verbosity: int  # ansible-playbook -v count
-    log_events: str  # Nothing | Tasks | Everything
+    log_events: constants.LogEvents
     liveness_endpoint: str | None  # e.g. http://0.0.0.0:8080/healthz
     kubeconfig: str | None  # handed to kubernetes.core as K8S_AUTH_KUBECONFIG
-    warm: bool = True  # runs fork from warm Ansible servers (see warm.py)
+    warm: bool = True  # runs fork from warm Ansible servers (see warm/)
     warm_idle: float = constants.DEFAULT_WARM_IDLE  # seconds unused before they stop; 0: never
 
     @property

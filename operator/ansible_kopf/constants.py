@@ -2,7 +2,7 @@
 Names and defaults shared by all modules: environment variables, annotation and
 finalizer names, status condition vocabulary. No logic lives here.
 """
-from typing import Final
+from typing import Final, Literal, get_args
 
 # --- Environment variables (the Operator SDK's names where one exists). ---
 ENV_WATCHES_FILE: Final = 'WATCHES_FILE'
@@ -24,8 +24,9 @@ DEFAULT_MAX_RUNS: Final = 4
 DEFAULT_MAX_RUNNER_ARTIFACTS: Final = 20
 DEFAULT_WARM_IDLE: Final = 300.0  # seconds; 0: never stop (longer than any reconcilePeriod we ship)
 DEFAULT_MAX_CONCURRENT_RECONCILES: Final = 1
-DEFAULT_LOG_EVENTS: Final = 'Tasks'
-LOG_EVENTS_CHOICES: Final = ('Nothing', 'Tasks', 'Everything')
+LogEvents = Literal['Nothing', 'Tasks', 'Everything']  # what a run's events log (events.py)
+DEFAULT_LOG_EVENTS: Final[LogEvents] = 'Tasks'
+LOG_EVENTS_CHOICES: Final[tuple[LogEvents, ...]] = get_args(LogEvents)
 HEALTH_PATH: Final = '/healthz'
 
 # --- Names this operator puts on objects. ---

@@ -37,6 +37,8 @@ import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
+from ansible_kopf import constants
+
 FAILED_EVENTS: Final = frozenset({'runner_on_failed', 'runner_on_unreachable'})
 UNKNOWN_FAILURE: Final = 'unknown playbook failure'
 
@@ -104,7 +106,8 @@ def _total(per_host: Any) -> int:
 class Collector:
     """The ``event_handler`` for one run: logs events and remembers the outcome."""
 
-    def __init__(self, *, logger: logging.Logger, label: str, log_events: str) -> None:
+    def __init__(self, *, logger: logging.Logger, label: str,
+                 log_events: constants.LogEvents) -> None:
         self._logger = logger
         self._label = label
         self._log_tasks = log_events in ('Tasks', 'Everything')
@@ -114,8 +117,7 @@ class Collector:
         self.failed_task: str | None = None
         self.message: str | None = None
         self.errors: list[str] = []  # error lines printed outside of tasks (e.g. syntax)
-        self.saw_stats = False
-        self.controller_pid: int | None = None  # ansible-playbook's own process
+        self.controller_pid: int | None = None  # ansible-playbook's (see launchers.Cancellation)
 
     def __call__(self, event: MutableMapping[str, Any]) -> bool:
         if self.controller_pid is None and isinstance(event.get('pid'), int):
@@ -163,7 +165,6 @@ class Collector:
                 self._logger.info(f"[{self._label}] task {task!r}: {state}")
 
     def _stats(self, data: Mapping[str, Any]) -> None:
-        self.saw_stats = True
         self.counts = Counts(
             ok=_total(data.get('ok')),
             changed=_total(data.get('changed')),

@@ -32,12 +32,13 @@ from ansible_kopf import (
     constants,
     events,
     kubeapi,
+    launchers,
     locks,
     reconciling,
     runner,
-    warm,
     watches,
 )
+from ansible_kopf.warm import pool
 
 
 def backoff(retry: int) -> float:
@@ -142,20 +143,31 @@ def register(registry: kopf.OperatorRegistry,
                        initial_delay=period, **selector)(reconcile)
 
 
+def load() -> tuple[config.Config, tuple[watches.Watch, ...]]:
+    """The configuration and the watches file (raises their errors)."""
+    cfg = config.from_env()
+    return cfg, watches.load(cfg.watches_file,
+                             default_max_runner_artifacts=cfg.max_runner_artifacts)
+
+
 @kopf.on.startup()
 async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo: kopf.Memo,
                   **_: Any) -> None:
-    try:
-        cfg = config.from_env()
-        entries = watches.load(cfg.watches_file,
-                               default_max_runner_artifacts=cfg.max_runner_artifacts)
-    except (config.ConfigError, watches.WatchesError) as e:
-        raise kopf.PermanentError(str(e)) from None
+    loaded = memo.get('loaded')  # by __main__, which checked them before kopf started
+    if loaded is None:  # started as `kopf run -m ansible_kopf.handlers`
+        try:
+            loaded = load()
+        except (config.ConfigError, watches.WatchesError) as e:
+            raise kopf.PermanentError(str(e)) from None
+    cfg, entries = loaded
     configure(settings, finalizer=finalizer_name(entries, logger), namespaced=not cfg.clusterwide)
-    pool = warm.Pool(cfg.workdir / 'warm', idle_timeout=cfg.warm_idle) if cfg.warm else None
-    memo['pool'] = pool
+    launcher: launchers.Launcher = launchers.Cold()
+    if cfg.warm:
+        launcher = launchers.Warm(pool.Pool(cfg.workdir / 'warm', idle_timeout=cfg.warm_idle))
+    memo['launcher'] = launcher
     shared = runner.Settings(workdir=cfg.workdir, verbosity=cfg.verbosity,
-                             log_events=cfg.log_events, kubeconfig=cfg.kubeconfig, pool=pool)
+                             log_events=cfg.log_events, kubeconfig=cfg.kubeconfig,
+                             launcher=launcher)
     throttle = locks.Throttle(cfg.max_runs)
     api = kubeapi.connect()
     register(kopf.get_default_registry(), [
@@ -169,6 +181,6 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
 @kopf.on.cleanup()
 async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     """Stop the warm Ansible servers (they would also stop on their own: they watch us)."""
-    pool = memo.get('pool')
-    if isinstance(pool, warm.Pool):
-        await asyncio.to_thread(pool.close)
+    launcher = memo.get('launcher')
+    if isinstance(launcher, launchers.Launcher):
+        await asyncio.to_thread(launcher.close)

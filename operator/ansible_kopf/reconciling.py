@@ -15,13 +15,12 @@ kopf-specific reactions (events, retries) are the handlers' business, not this m
 """
 import dataclasses
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
-from ansible_kopf import events, extravars, kubeapi, locks, runner, status, watches
+from ansible_kopf import events, extravars, kubeapi, locks, runner, status, summary, watches
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +74,15 @@ async def reconcile(
             if mark is not None:
                 await api.patch_status(resource, namespace=namespace, name=name, patch=mark)
 
-        started = time.monotonic()
         outcome = await runner.run_async(controller.job(obj, finalizing=finalizing),
                                          controller.settings)
-        counts = ' '.join(f"{k}={v}" for k, v in outcome.counts.as_dict().items())
-        logger.info(f"{'Finalized' if finalizing else 'Reconciled'} "
-                    f"{namespace + '/' if namespace else ''}{name}: {outcome.status} {counts} "
-                    f"in {time.monotonic() - started:.2f}s")
+        record = summary.Summary(
+            action='finalize' if finalizing else 'reconcile', kind=watch.gvk,
+            namespace=namespace, name=name, status=outcome.status,
+            counts=outcome.counts.as_dict(), seconds=round(outcome.duration, 3),
+            finished=summary.now())
+        logger.info(record.sentence())
+        logger.info(record.line())
 
         if watch.manage_status and not (finalizing and outcome.successful):
             fresh = await api.get(resource, namespace=namespace, name=name)

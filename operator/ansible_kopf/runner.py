@@ -19,29 +19,21 @@ task arguments are not displayed (``ANSIBLE_DISPLAY_ARGS_TO_STDOUT=False``); res
 What remains in the artifacts is what the role itself prints without ``no_log``, plus
 ansible-runner's ``command`` file, which records the operator's environment variables.
 
-Warm path (``Settings.pool``, see :mod:`warm`): the run is prepared by ansible-runner
-(``init_runner``) exactly as a cold one; only its command is replaced by :mod:`launch`,
-which has a warm server fork an already-imported ``ansible-playbook``, and the
-inventory's interpreter sends pipelined modules to a warm module server. Events,
-artifacts, status, rc and cancellation remain ansible-runner's.
+Every run is prepared by ansible-runner (``init_runner``) alike; the launcher
+(``Settings.launcher``, see :mod:`launchers`) decides how its process starts (cold, or
+forked by a warm server), which interpreter the inventory names, and how the process is
+stopped. Events, artifacts, status and rc remain ansible-runner's.
 
 The run itself is blocking; :func:`run_async` moves it to a thread and, if the awaiting
-task is cancelled (operator shutdown), stops the run and waits until it has stopped.
-Stopping needs care with ansible-core 2.19: its worker processes call ``setsid()``, so
-ansible-runner's cancellation (SIGKILL to ansible-playbook's process group) would leave
-them and their modules running as orphans. :class:`Cancellation` first sends SIGTERM to
-ansible-playbook, whose handler forwards it to the workers, which kill their own process
-groups; only if that has not ended the run after a grace period does ansible-runner's
-SIGKILL follow.
+task is cancelled (operator shutdown), stops the run (the launcher's cancellation) and
+waits until it has stopped.
 """
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
 import logging
 import os
 import pathlib
-import signal
 import sys
 import threading
 import time
@@ -49,17 +41,16 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
-import ansible_runner
 import ansible_runner.interface
 import yaml
 
-from ansible_kopf import events, extravars, warm, watches
+from ansible_kopf import constants, events, extravars, launchers, watches
+from ansible_kopf.warm.files import write_if_changed
 
 logger = logging.getLogger(__name__)
 ansible_logger = logging.getLogger('ansible_kopf.ansible')  # the streamed task results
 
 CLUSTER_SCOPE: Final = '_cluster'  # the "namespace" directory of cluster-scoped objects
-CANCEL_GRACE: Final = 10.0  # seconds between SIGTERM and ansible-runner's SIGKILL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +58,9 @@ class Settings:
     """Process-wide knobs for all runs."""
     workdir: pathlib.Path
     verbosity: int = 0
-    log_events: str = 'Tasks'
+    log_events: constants.LogEvents = constants.DEFAULT_LOG_EVENTS
     kubeconfig: str | None = None
-    pool: warm.Pool | None = None  # warm servers (see :mod:`warm`); None: every run cold
+    launcher: launchers.Launcher = dataclasses.field(default_factory=launchers.Cold)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,19 +79,6 @@ def private_data_dir(workdir: pathlib.Path, *, group: str, kind: str,
     return workdir / (group or 'core') / kind / (namespace or CLUSTER_SCOPE) / name
 
 
-def _write_if_changed(path: pathlib.Path, content: str) -> None:
-    """Write atomically, and only when the content differs (cheap on every run)."""
-    try:
-        if path.read_text(encoding='utf-8') == content:
-            return
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-    temporary.write_text(content, encoding='utf-8')
-    os.replace(temporary, path)
-
-
 def inventory(workdir: pathlib.Path, interpreter: str = sys.executable) -> pathlib.Path:
     """
     The inventory: localhost, local connection, modules run by this very Python (which
@@ -108,7 +86,7 @@ def inventory(workdir: pathlib.Path, interpreter: str = sys.executable) -> pathl
     """
     name = 'inventory.yml' if interpreter == sys.executable else 'inventory-warm.yml'
     path = workdir / name
-    _write_if_changed(path, yaml.safe_dump({'all': {'hosts': {'localhost': {
+    write_if_changed(path, yaml.safe_dump({'all': {'hosts': {'localhost': {
         'ansible_connection': 'local',
         'ansible_python_interpreter': interpreter,
     }}}}))
@@ -121,7 +99,7 @@ def playbook(target: watches.Target, workdir: pathlib.Path) -> pathlib.Path:
         return target.path
     digest = hashlib.sha256(str(target.path).encode()).hexdigest()[:12]
     path = workdir / 'playbooks' / f"role-{target.path.name}-{digest}.yml"
-    _write_if_changed(path, yaml.safe_dump([{
+    write_if_changed(path, yaml.safe_dump([{
         'name': f"Reconcile with role {target.path.name}",
         'hosts': 'localhost',
         'connection': 'local',
@@ -135,9 +113,10 @@ def envvars(job: Job, settings: Settings, environ: Mapping[str, str]) -> dict[st
     """Environment of ansible-playbook, on top of the operator's own."""
     roles_path = [str(p) for p in job.roles_path]
     if job.target.type == 'role':
-        roles_path.append(str(job.target.path.parent))
+        roles_path.append(str(job.target.path.parent))  # often roles/ itself, listed once
     if environ.get('ANSIBLE_ROLES_PATH'):
         roles_path.append(environ['ANSIBLE_ROLES_PATH'])
+    roles_path = list(dict.fromkeys(roles_path))
     bindir = os.path.dirname(sys.executable)  # ansible-playbook of this environment
     path = environ.get('PATH', os.defpath)
     tmp = str(settings.workdir / 'tmp')
@@ -156,26 +135,6 @@ def envvars(job: Job, settings: Settings, environ: Mapping[str, str]) -> dict[st
     return result
 
 
-class Cancellation:
-    """ansible-runner's ``cancel_callback``: SIGTERM ansible-playbook first, SIGKILL later."""
-
-    def __init__(self, requested: threading.Event | None, collector: events.Collector) -> None:
-        self._requested = requested
-        self._collector = collector
-        self._terminated_at: float | None = None
-
-    def __call__(self) -> bool:
-        if self._requested is None or not self._requested.is_set():
-            return False
-        if self._terminated_at is None:
-            self._terminated_at = time.monotonic()
-            pid = self._collector.controller_pid
-            if pid is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGTERM)
-        return time.monotonic() - self._terminated_at > CANCEL_GRACE
-
-
 def new_ident() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
@@ -190,17 +149,16 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
     variables = env_dir / 'extravars'  # ansible-runner passes it as `-e @<path>`
     started = time.monotonic()
     status, rc = 'failed', -1
-    # the pool's servers do not stop as idle while this run is under way
-    with settings.pool.in_use() if settings.pool else contextlib.nullcontext():
+    launcher = settings.launcher
+    with launcher.running():
         try:
             descriptor = os.open(variables, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(descriptor, 'w', encoding='utf-8') as file:
                 file.write(extravars.dumps(job.extravars))
-            interpreter = settings.pool.interpreter() if settings.pool else sys.executable
             result = ansible_runner.interface.init_runner(
                 private_data_dir=str(job.private_data_dir),
                 playbook=str(playbook(job.target, settings.workdir)),
-                inventory=str(inventory(settings.workdir, interpreter)),
+                inventory=str(inventory(settings.workdir, launcher.interpreter())),
                 ident=ident,
                 rotate_artifacts=job.max_artifacts,
                 envvars=envvars(job, settings, os.environ),
@@ -209,11 +167,9 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
                 suppress_env_files=True,  # no env/envvars etc. written from our arguments
                 fact_cache_type='memory',  # no facts cached into the artifacts
                 event_handler=collector,
-                cancel_callback=Cancellation(cancel, collector),
+                cancel_callback=launcher.cancel(cancel, lambda: collector.controller_pid),
             )
-            if settings.pool is not None:  # same run, but forked from an imported ansible
-                result.config.command = settings.pool.command(result.config.command,
-                                                              result.config.env)
+            launcher.prepare(result.config)
             result.run()
             status, rc = str(result.status), (result.rc if result.rc is not None else -1)
         except Exception as e:  # a broken run must not break the operator: report it as failed

@@ -1,23 +1,20 @@
-"""The operator under test, run as a real process (`python -m ansible_kopf`) against a real cluster,
-and the MySQL-side helpers the operator tests share: objects, conditions, SQL through Jobs."""
+"""What the operator tests share: how they start the operator (`python -m ansible_kopf`, a
+real process against a real cluster: tests/harness.py's Operator) and the MySQL side:
+objects, conditions, SQL through Jobs, the namespaces and volumes they leave."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests import kube
+from tests import harness, kube
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = harness.REPO
 MYSQL_IMAGE = kube.MYSQL_IMAGE
 HOSTPATH_BASE = Path("/var/lib/mysql-operator")  # the mysql role's mysql_hostpath_base
 LOCAL_NODE_SOCKET = Path("/var/lib/otus-cluster/containerd/containerd.sock")  # cluster/cluster.sh's
@@ -35,43 +32,9 @@ class Server:
         return f"{base}-{self.key[:2]}"
 
 
-@dataclass
-class Operator:
-    """A running operator process and its log."""
-
-    log_path: Path
-    env: dict[str, str]
-    process: subprocess.Popen[bytes] | None = None
-    log_offset: int = field(default=0)
-
-    def start(self) -> None:
-        self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "ansible_kopf"], cwd=REPO, env=self.env,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-    def log(self, since_start: bool = False) -> str:
-        text = self.log_path.read_bytes()
-        return text[self.log_offset:].decode(errors="replace") if since_start else text.decode(errors="replace")
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-
-def start_operator(cluster: kube.Cluster, namespace: str, workdir: Path,
-                   watches: Path | None = None) -> Operator:
+def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
+                   watches: Path | None = None) -> harness.Operator:
+    """The operator watching `namespace`, its runner artifacts and log (operator.log) in `workdir`."""
     env = dict(os.environ)
     env.update({
         "KUBECONFIG": cluster.kubeconfig,
@@ -80,12 +43,12 @@ def start_operator(cluster: kube.Cluster, namespace: str, workdir: Path,
         "ANSIBLE_KOPF_WORKDIR": str(workdir / "runner"),
         "PYTHONPATH": str(REPO / "operator"),
     })
-    operator = Operator(log_path=workdir / "operator.log", env=env)
+    operator = harness.Operator(log_path=workdir / "operator.log", env=env)
     operator.start()
     return operator
 
 
-def remove_namespace(cluster: kube.Cluster, namespace: str) -> None:
+def remove_namespace(cluster: harness.Cluster, namespace: str) -> None:
     """Delete `namespace` and what the mysql role keeps outside it: the PersistentVolumes
     labelled with it (the backup volume outlives its object by design) and, when the local
     cluster runs (its node is this host), their directories. Drop finalizers before."""
@@ -97,9 +60,8 @@ def remove_namespace(cluster: kube.Cluster, namespace: str) -> None:
             shutil.rmtree(HOSTPATH_BASE / kind / namespace, ignore_errors=True)
 
 
-def install_crd(cluster: kube.Cluster) -> None:
-    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "crd.yml"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/mysqls.otus.homework", "--timeout=60s")
+def install_crd(cluster: harness.Cluster) -> None:
+    cluster.install_crd(REPO / "deploy" / "crd.yml")
 
 
 def mysql_object(name: str, namespace: str, **spec: Any) -> str:
@@ -120,7 +82,7 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-def wait_successful(cluster: kube.Cluster, namespace: str, name: str, operator: Operator,
+def wait_successful(cluster: harness.Cluster, namespace: str, name: str, operator: harness.Operator,
                     timeout: float = 420, generation: int | None = None) -> dict[str, Any]:
     """Wait for Successful=True at the object's current (or the given) generation."""
     found: dict[str, Any] = {}
@@ -140,7 +102,7 @@ def wait_successful(cluster: kube.Cluster, namespace: str, name: str, operator: 
     return found
 
 
-def sql_job(cluster: kube.Cluster, namespace: str, host: str, database: str, sql: str,
+def sql_job(cluster: harness.Cluster, namespace: str, host: str, database: str, sql: str,
             secret: str, key: str = "password", user: str = "root", expect_success: bool = True,
             timeout: float = 240, image: str = MYSQL_IMAGE) -> str:
     """Run `sql` in a Job pod (client of `image`) that connects to `host` by DNS name; return its output."""
@@ -161,7 +123,7 @@ def sql_job(cluster: kube.Cluster, namespace: str, host: str, database: str, sql
     return cluster.job_logs(namespace, name)
 
 
-def diagnostics(cluster: kube.Cluster, namespace: str, operator: Operator | None) -> str:
+def diagnostics(cluster: harness.Cluster, namespace: str, operator: harness.Operator | None) -> str:
     parts = []
     for args in (("get", "mysql,deploy,pods,jobs,pvc,svc,secrets", "-o", "wide"),
                  ("get", "events", "--sort-by=.lastTimestamp")):
@@ -173,42 +135,18 @@ def diagnostics(cluster: kube.Cluster, namespace: str, operator: Operator | None
     return "\n".join(parts)
 
 
-def audit_writes(namespace: str, since: float) -> list[dict[str, Any]]:
-    """Write requests the local API server logged for `namespace` since `since` (epoch seconds)."""
-    path = Path("/var/lib/otus-cluster/logs/audit.log")
-    writes = []
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
-        ref = entry.get("objectRef", {})
-        if ref.get("namespace") != namespace or ref.get("resource") == "events":
-            continue
-        stamp = entry.get("stageTimestamp") or entry.get("requestReceivedTimestamp")
-        if stamp and _epoch(stamp) >= since:
-            writes.append(entry)
-    return writes
-
-
-def _epoch(stamp: str) -> float:
-    from datetime import datetime
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-def now() -> float:
-    return time.time()
-
-
-def ready_condition(cluster: kube.Cluster, namespace: str, name: str) -> dict[str, Any]:
+def ready_condition(cluster: harness.Cluster, namespace: str, name: str) -> dict[str, Any]:
     """The object's Ready condition ({} while it has none)."""
     return condition(cluster.get("-n", namespace, "mysqls.otus.homework", name), "Ready") or {}
 
 
-def warnings_about(cluster: kube.Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+def warnings_about(cluster: harness.Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
     """The Warning events whose object is `name` in `namespace`."""
     events = cluster.get("-n", namespace, "events", "--field-selector", f"involvedObject.name={name}")["items"]
     return [e for e in events if e["type"] == "Warning"]
 
 
-def wait_ready(cluster: kube.Cluster, namespace: str, name: str, timeout: int = 300) -> None:
+def wait_ready(cluster: harness.Cluster, namespace: str, name: str, timeout: int = 300) -> None:
     """Wait until the MySQL Deployment's pod is Ready (Successful means applied, not serving)."""
     cluster.kubectl("-n", namespace, "rollout", "status", f"deployment/{name}", f"--timeout={timeout}s",
                     timeout=timeout + 20)

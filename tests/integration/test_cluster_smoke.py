@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import kube
+from tests import harness, kube
 
 MYSQL_IMAGE = kube.MYSQL_IMAGE
 HOSTPATH_BASE = Path("/var/lib/otus-smoke")
@@ -90,7 +90,7 @@ def _client_job(namespace: str, name: str, host: str, sql: str) -> str:
     return kube.sql_client_job(namespace, name, host, "smoke", sql, secret="db")
 
 
-def test_mysql_deployment_reached_by_service_dns_name(cluster: kube.Cluster, namespace: str, hostpath_dir: Path) -> None:
+def test_mysql_deployment_reached_by_service_dns_name(cluster: harness.Cluster, namespace: str, hostpath_dir: Path) -> None:
     try:
         cluster.apply(_server_manifests(namespace, hostpath_dir))
         cluster.kubectl("-n", namespace, "rollout", "status", "deployment/db", "--timeout=240s", timeout=260)
@@ -110,7 +110,7 @@ def test_mysql_deployment_reached_by_service_dns_name(cluster: kube.Cluster, nam
         cluster.kubectl("delete", "pv", f"smoke-{namespace}", "--wait=false", check=False)
 
 
-def test_unknown_service_name_does_not_resolve(cluster: kube.Cluster, namespace: str) -> None:
+def test_unknown_service_name_does_not_resolve(cluster: harness.Cluster, namespace: str) -> None:
     job = kube.shell_job(namespace, "lookup", "getent hosts kubernetes.default.svc.cluster.local; echo rc=$?; "
                                               "getent hosts no-such-service; echo rc=$?")
     cluster.apply(job)
@@ -148,7 +148,7 @@ CRD = textwrap.dedent("""\
     """)
 
 
-def test_structural_schema_rejects_missing_required_field(cluster: kube.Cluster, namespace: str) -> None:
+def test_structural_schema_rejects_missing_required_field(cluster: harness.Cluster, namespace: str) -> None:
     cluster.apply(CRD)
     cluster.kubectl("wait", "--for=condition=Established", "crd/widgets.smoke.otus.test", "--timeout=60s")
     bad = f"apiVersion: smoke.otus.test/v1\nkind: Widget\nmetadata: {{name: bad, namespace: {namespace}}}\nspec: {{}}\n"

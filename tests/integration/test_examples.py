@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import kube
+from tests import harness, kube
 from tests.integration import operator_harness as oh
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,9 +43,9 @@ SEED_IMAGES = {"database_mysql_image": "mysql:8.0", "database_mongo_image": "mon
 
 @dataclass
 class Examples:
-    cluster: kube.Cluster
+    cluster: harness.Cluster
     namespace: str
-    operator: oh.Operator
+    operator: harness.Operator
     images: dict[str, str]
 
     def get(self, resource: str, name: str) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def example_watches(images: dict[str, str]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def examples(cluster: kube.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Examples]:
+def examples(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Examples]:
     for example, crd in (("database", DATABASES), ("appservice", APPSERVICES)):
         cluster.kubectl("apply", "-f", str(EXAMPLES / example / "crd.yaml"))
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")

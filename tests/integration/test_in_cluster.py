@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import kube
+from tests import harness, kube
 from tests.integration import operator_harness as oh
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ class InstalledOperator:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def rendered(cluster: kube.Cluster, path: str) -> list[dict[str, Any]]:
+def rendered(cluster: harness.Cluster, path: str) -> list[dict[str, Any]]:
     """The objects `kubectl kustomize <path>` renders (the cluster's own kubectl)."""
     out = cluster.kubectl("kustomize", str(REPO / path)).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
@@ -78,7 +78,7 @@ def as_yaml(objects: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False)
 
 
-def diagnose(cluster: kube.Cluster, namespace: str | None = None) -> str:
+def diagnose(cluster: harness.Cluster, namespace: str | None = None) -> str:
     """Operator logs, pods and events, to append to an assertion message."""
     parts = []
 
@@ -99,7 +99,7 @@ def diagnose(cluster: kube.Cluster, namespace: str | None = None) -> str:
     return "\n".join(parts)
 
 
-def explained(cluster: kube.Cluster, namespace: str | None, step: Callable[[], object]) -> None:
+def explained(cluster: harness.Cluster, namespace: str | None, step: Callable[[], object]) -> None:
     """Run a step; if it fails, fail with the operator's logs and the events attached."""
     try:
         step()
@@ -123,7 +123,7 @@ def foreign_processes() -> list[str]:
     return found
 
 
-def foreign_mysqls(cluster: kube.Cluster) -> list[str]:
+def foreign_mysqls(cluster: harness.Cluster) -> list[str]:
     """MySQL objects outside this module's namespaces: another test's, for another operator."""
     done = cluster.kubectl("get", MYSQLS, "--all-namespaces", "-o", "json", check=False)
     if done.returncode != 0:  # no CRD yet: no objects
@@ -133,7 +133,7 @@ def foreign_mysqls(cluster: kube.Cluster) -> list[str]:
             if not o["metadata"]["namespace"].startswith("incluster-")]
 
 
-def wait_until_alone(cluster: kube.Cluster) -> None:
+def wait_until_alone(cluster: harness.Cluster) -> None:
     """The in-cluster operator watches every namespace: it must not start while another
     operator, a role test or another test's MySQL objects are around (a shared cluster)."""
     deadline = time.monotonic() + QUIET_WAIT
@@ -147,7 +147,7 @@ def wait_until_alone(cluster: kube.Cluster) -> None:
         time.sleep(5)
 
 
-def chosen_scope(cluster: kube.Cluster) -> str:
+def chosen_scope(cluster: harness.Cluster) -> str:
     """`cluster` or `namespace`: TEST_OPERATOR_SCOPE, or for `auto` what the cluster allows now."""
     if SCOPE in ("cluster", "namespace"):
         return SCOPE
@@ -189,7 +189,7 @@ def watching_only(objects: list[dict[str, Any]], namespace: str) -> list[dict[st
     return objects
 
 
-def remove_operator(cluster: kube.Cluster) -> None:
+def remove_operator(cluster: harness.Cluster) -> None:
     """Delete what `kubectl apply -k deploy/` created, except the CRD, and wait for it."""
     objects = [o for o in rendered(cluster, "deploy")
                if o["kind"] != "CustomResourceDefinition"]
@@ -201,7 +201,7 @@ def remove_operator(cluster: kube.Cluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def operator(cluster: kube.Cluster) -> Iterator[InstalledOperator]:
+def operator(cluster: harness.Cluster) -> Iterator[InstalledOperator]:
     """Build and import the image, `kubectl apply -k deploy/`, wait until the pod is Ready."""
     if not (cluster.local or Path(cluster.kubeconfig).resolve() == LOCAL_STATE / "kubeconfig"):
         pytest.skip("needs the local cluster: the image is imported into its containerd")
@@ -238,7 +238,7 @@ def operator(cluster: kube.Cluster) -> Iterator[InstalledOperator]:
 
 
 @pytest.fixture
-def incluster_namespace(cluster: kube.Cluster) -> Iterator[str]:
+def incluster_namespace(cluster: harness.Cluster) -> Iterator[str]:
     """The module's own namespace (incluster-*), and what its MySQL objects leave.
 
     MySQL objects are deleted first, while the operator still runs their finalizer; the
@@ -318,13 +318,13 @@ def client_job(namespace: str, job: str, instance: str, sql: str) -> str:
                                secret=f"{instance}-credentials", wait_for_server=True)
 
 
-def run_sql(cluster: kube.Cluster, namespace: str, instance: str, job: str, sql: str) -> list[str]:
+def run_sql(cluster: harness.Cluster, namespace: str, instance: str, job: str, sql: str) -> list[str]:
     cluster.apply(client_job(namespace, job, instance, sql))
     cluster.wait_job(namespace, job, timeout=240)
     return cluster.job_logs(namespace, job).split()
 
 
-def wait_successful(cluster: kube.Cluster, namespace: str, name: str,
+def wait_successful(cluster: harness.Cluster, namespace: str, name: str,
                     timeout: float) -> dict[str, Any]:
     found: dict[str, Any] = {}
 
@@ -340,13 +340,13 @@ def wait_successful(cluster: kube.Cluster, namespace: str, name: str,
     return found
 
 
-def job_succeeded(cluster: kube.Cluster, namespace: str, job: str) -> dict[str, Any]:
+def job_succeeded(cluster: harness.Cluster, namespace: str, job: str) -> dict[str, Any]:
     found: dict[str, Any] = cluster.get("-n", namespace, "job", job)
     assert found.get("status", {}).get("succeeded", 0) >= 1, f"Job {job}: {found.get('status')}"
     return found
 
 
-def gone(cluster: kube.Cluster, namespace: str, *objects: str) -> Callable[[], bool]:
+def gone(cluster: harness.Cluster, namespace: str, *objects: str) -> Callable[[], bool]:
     def probe() -> bool:
         done = cluster.kubectl("-n", namespace, "get", *objects, "--ignore-not-found", "-o", "name",
                                check=False)
@@ -354,7 +354,7 @@ def gone(cluster: kube.Cluster, namespace: str, *objects: str) -> Callable[[], b
     return probe
 
 
-def test_operator_pod_runs_the_built_image_restricted(cluster: kube.Cluster,
+def test_operator_pod_runs_the_built_image_restricted(cluster: harness.Cluster,
                                                       operator: InstalledOperator) -> None:
     pods = cluster.get("-n", OPERATOR_NAMESPACE, "pods", "-l",
                        "app.kubernetes.io/name=mysql-operator")["items"]
@@ -378,7 +378,7 @@ def test_operator_pod_runs_the_built_image_restricted(cluster: kube.Cluster,
 
 
 def test_mysql_lifecycle_through_the_in_cluster_operator(
-        cluster: kube.Cluster, operator: InstalledOperator, incluster_namespace: str) -> None:
+        cluster: harness.Cluster, operator: InstalledOperator, incluster_namespace: str) -> None:
     ns, name = incluster_namespace, "shop"
     password = f"pw-{uuid.uuid4().hex[:12]}"
     marker = uuid.uuid4().hex
@@ -434,7 +434,7 @@ def test_mysql_lifecycle_through_the_in_cluster_operator(
     assert base64.b64decode(secret["data"]["password"]).decode() == password
 
 
-def test_a_second_replica_waits_for_the_leader(cluster: kube.Cluster,
+def test_a_second_replica_waits_for_the_leader(cluster: harness.Cluster,
                                                operator: InstalledOperator) -> None:
     """Leader for life: an extra replica stays in Init until the leader pod is gone."""
     selector = "app.kubernetes.io/name=mysql-operator"

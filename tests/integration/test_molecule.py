@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import kube
+from tests import harness
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 1200  # seconds; measured: role about 2 minutes, operator about 2.5
@@ -33,7 +33,7 @@ def _molecule() -> str:
     return found
 
 
-def _env(cluster: kube.Cluster, scenario: str, tmp_path: Path) -> dict[str, str]:
+def _env(cluster: harness.Cluster, scenario: str, tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     bindir = str(Path(sys.executable).parent)  # ansible-playbook, ansible-config of this environment
     env.update({
@@ -55,7 +55,7 @@ SEED_IMAGES = {"DATABASE_MONGO_IMAGE": "mongo:4.0", "DATABASE_MYSQL_IMAGE": "mys
 @pytest.mark.parametrize(("project", "scenario"), [
     ("", "role"), ("", "operator"), ("examples/database", "default"), ("examples/appservice", "default"),
 ])
-def test_scenario(cluster: kube.Cluster, project: str, scenario: str, tmp_path: Path) -> None:
+def test_scenario(cluster: harness.Cluster, project: str, scenario: str, tmp_path: Path) -> None:
     env = _env(cluster, Path(project).name if project else scenario, tmp_path)
     if project and not cluster.local:
         env.update(SEED_IMAGES)

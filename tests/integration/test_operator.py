@@ -18,19 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from tests import kube
+from ansible_kopf import summary
+from tests import harness, kube
 from tests.integration import operator_harness as oh
 
 
 @pytest.fixture(scope="module")
-def op_namespace(cluster: kube.Cluster) -> Iterator[str]:
+def op_namespace(cluster: harness.Cluster) -> Iterator[str]:
     name = cluster.create_namespace(f"op-{uuid.uuid4().hex[:8]}")
     yield name
     oh.remove_namespace(cluster, name)  # the operator fixture deleted the objects before
 
 
 @pytest.fixture(scope="module")
-def operator(cluster: kube.Cluster, op_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[oh.Operator]:
+def operator(cluster: harness.Cluster, op_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
     oh.install_crd(cluster)
     running = oh.start_operator(cluster, op_namespace, tmp_path_factory.mktemp("operator"))
     try:
@@ -47,17 +48,20 @@ def server(request: pytest.FixtureRequest) -> oh.Server:
     return oh.Server(key=key, image=image)
 
 
-def restart_and_wait_for_run(cluster: kube.Cluster, operator: oh.Operator, ns: str, name: str) -> str:
-    """Restart the operator: kopf resumes the object, one full run of the role; its log line."""
+def restart_and_wait_for_run(cluster: harness.Cluster, operator: harness.Operator, ns: str,
+                             name: str) -> summary.Summary:
+    """Restart the operator: kopf resumes the object, one full run of the role; its summary."""
     operator.stop()
     operator.start()
-    marker = f"Reconciled {ns}/{name}:"
-    cluster.wait_for(lambda: marker in operator.log(since_start=True), timeout=180,
-                     what="the resumed run to finish", interval=1)
-    return next(line for line in operator.log(since_start=True).splitlines() if marker in line)
+
+    def runs() -> list[summary.Summary]:
+        return [s for s in operator.summaries(since_start=True)
+                if s.action == "reconcile" and (s.namespace, s.name) == (ns, name)]
+    cluster.wait_for(lambda: bool(runs()), timeout=180, what="the resumed run to finish", interval=1)
+    return runs()[0]
 
 
-def seed_pod(cluster: kube.Cluster, ns: str, name: str) -> str:
+def seed_pod(cluster: harness.Cluster, ns: str, name: str) -> str:
     """The seed walkthrough's `kubectl get pods -l app=<name> -o jsonpath=...`, verbatim."""
     pods = cluster.kubectl("-n", ns, "get", "pods", "-l", f"app={name}",
                            "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
@@ -68,15 +72,15 @@ def seed_pod(cluster: kube.Cluster, ns: str, name: str) -> str:
 SEED_PASSWORD = "otuspassword"  # the seed walkthrough's, as in oh.mysql_object
 
 
-def seed_exec(cluster: kube.Cluster, ns: str, pod: str, sql: str, password: str = SEED_PASSWORD) -> str:
+def seed_exec(cluster: harness.Cluster, ns: str, pod: str, sql: str, password: str = SEED_PASSWORD) -> str:
     """The seed walkthrough's `kubectl exec $MYSQLPOD -- mysql -p<password> -e "<sql>" otus-database`."""
     return cluster.kubectl("-n", ns, "exec", pod, "--", "mysql", f"-p{password}", "-e", sql,
                            "otus-database").stdout
 
 
 @pytest.fixture
-def explain(request: pytest.FixtureRequest, cluster: kube.Cluster, op_namespace: str,
-            operator: oh.Operator) -> Iterator[None]:
+def explain(request: pytest.FixtureRequest, cluster: harness.Cluster, op_namespace: str,
+            operator: harness.Operator) -> Iterator[None]:
     """On failure, print the namespace's objects, events and the operator log."""
     yield
     report = getattr(request.node, "rep_call", None)
@@ -91,13 +95,13 @@ def _read_or_empty(path: Path) -> bytes:
         return b""
 
 
-def _secret_value(cluster: kube.Cluster, namespace: str, name: str, key: str = "password") -> str:
+def _secret_value(cluster: harness.Cluster, namespace: str, name: str, key: str = "password") -> str:
     data = cluster.get("-n", namespace, "secret", name)["data"]
     return base64.b64decode(data[key]).decode()
 
 
 @pytest.mark.usefixtures("explain")
-def test_rows_survive_delete_and_recreate(cluster: kube.Cluster, op_namespace: str, operator: oh.Operator,
+def test_rows_survive_delete_and_recreate(cluster: harness.Cluster, op_namespace: str, operator: harness.Operator,
                                           server: oh.Server) -> None:
     """The seed walkthrough: rows written with its own kubectl commands survive delete and apply."""
     ns, name = op_namespace, server.name("lifecycle")
@@ -146,7 +150,7 @@ def test_rows_survive_delete_and_recreate(cluster: kube.Cluster, op_namespace: s
     assert jobs.get(f"{name}-backup") == 1 and jobs.get(f"{name}-restore") == 1, jobs
 
 
-def test_schema_rejects_bad_input(cluster: kube.Cluster, op_namespace: str) -> None:
+def test_schema_rejects_bad_input(cluster: harness.Cluster, op_namespace: str) -> None:
     oh.install_crd(cluster)
     missing = oh.mysql_object("bad-missing", op_namespace).replace('"database": "otus-database", ', "")
     done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=missing, check=False)
@@ -162,8 +166,8 @@ def test_schema_rejects_bad_input(cluster: kube.Cluster, op_namespace: str) -> N
 
 
 @pytest.mark.usefixtures("explain")
-def test_template_and_shell_syntax_is_stored_literally(cluster: kube.Cluster, op_namespace: str,
-                                                       operator: oh.Operator, server: oh.Server) -> None:
+def test_template_and_shell_syntax_is_stored_literally(cluster: harness.Cluster, op_namespace: str,
+                                                       operator: harness.Operator, server: oh.Server) -> None:
     """A password with Jinja, shell and SQL quoting (a single quote among them) is stored and
     used as that text: the server accepts it for root over TCP and the socket and for the
     application user, and root has no empty password (the official MySQL image's entrypoint,
@@ -195,8 +199,8 @@ def test_template_and_shell_syntax_is_stored_literally(cluster: kube.Cluster, op
 
 
 @pytest.mark.usefixtures("explain")
-def test_unchanged_object_reconciles_without_changes(cluster: kube.Cluster, op_namespace: str,
-                                                     operator: oh.Operator) -> None:
+def test_unchanged_object_reconciles_without_changes(cluster: harness.Cluster, op_namespace: str,
+                                                     operator: harness.Operator) -> None:
     ns, name = op_namespace, "steady"
     cluster.apply(oh.mysql_object(name, ns))
     oh.wait_successful(cluster, ns, name, operator)
@@ -204,15 +208,15 @@ def test_unchanged_object_reconciles_without_changes(cluster: kube.Cluster, op_n
 
     restart_and_wait_for_run(cluster, operator, ns, name)  # the status may catch up with the server
     before = cluster.get("-n", ns, "mysqls.otus.homework", name)
-    since = oh.now()
-    line = restart_and_wait_for_run(cluster, operator, ns, name)
-    assert "successful" in line, line
-    assert "changed=0" in line, line
-    assert "failures=0" in line, line
+    since = harness.now_utc()
+    run = restart_and_wait_for_run(cluster, operator, ns, name)
+    assert run.status == "successful", run
+    assert run.counts.get("changed") == 0, run
+    assert run.counts.get("failures") == 0, run
     if cluster.local:
         # Writes by the operator (kopf and the Python client that the shim and kubernetes.core use).
         writes = [f"{w['verb']} {w['objectRef'].get('resource')}/{w['objectRef'].get('name')}"
-                  for w in oh.audit_writes(ns, since)
+                  for w in harness.AuditLog().writes(ns, start=since, events=False)
                   if w.get("userAgent", "").startswith(("kopf/", "OpenAPI-Generator/"))
                   and str(w["objectRef"].get("name", "")).startswith(name)]
         assert writes == [], writes
@@ -221,7 +225,7 @@ def test_unchanged_object_reconciles_without_changes(cluster: kube.Cluster, op_n
 
 
 @pytest.mark.usefixtures("explain")
-def test_password_rotation(cluster: kube.Cluster, op_namespace: str, operator: oh.Operator,
+def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator: harness.Operator,
                            server: oh.Server) -> None:
     ns, name = op_namespace, server.name("rotate")
     host = f"{name}.{ns}.svc.cluster.local"
@@ -250,8 +254,8 @@ def test_password_rotation(cluster: kube.Cluster, op_namespace: str, operator: o
 
 
 @pytest.mark.usefixtures("explain")
-def test_password_rotation_through_the_referenced_secret(cluster: kube.Cluster, op_namespace: str,
-                                                         operator: oh.Operator, server: oh.Server) -> None:
+def test_password_rotation_through_the_referenced_secret(cluster: harness.Cluster, op_namespace: str,
+                                                         operator: harness.Operator, server: oh.Server) -> None:
     """
     spec.passwordSecretRef: the operator does not watch the user's Secret; the periodic
     reconcile (reconcilePeriod 60s) notices the edit and rotates the password inside the
@@ -286,8 +290,8 @@ def test_password_rotation_through_the_referenced_secret(cluster: kube.Cluster, 
 
 
 @pytest.mark.usefixtures("explain")
-def test_bad_reference_reports_failure_condition_and_event(cluster: kube.Cluster, op_namespace: str,
-                                                            operator: oh.Operator) -> None:
+def test_bad_reference_reports_failure_condition_and_event(cluster: harness.Cluster, op_namespace: str,
+                                                            operator: harness.Operator) -> None:
     ns, name = op_namespace, "badref"
     body = oh.mysql_object(name, ns).replace('"password": "otuspassword"',
                                              '"passwordSecretRef": {"name": "no-such-secret"}')
@@ -309,7 +313,7 @@ def test_bad_reference_reports_failure_condition_and_event(cluster: kube.Cluster
 
 @pytest.mark.usefixtures("explain")
 def test_failed_secret_write_names_the_secret_and_never_shows_the_password(
-        cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
     """The role applies the credentials Secret with its other objects in one no_log call.
 
     A ResourceQuota that admits no more Secrets makes that Secret's write fail: the run
@@ -360,7 +364,7 @@ def test_failed_secret_write_names_the_secret_and_never_shows_the_password(
 
 @pytest.mark.usefixtures("explain")
 def test_deleting_a_server_that_is_not_ready_waits_until_skipping_the_backup_is_allowed(
-        cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
     """No backup can be taken from a server that is not ready: the deletion fails loudly
     (Failure condition, Warning event, finalizer kept) until the user allows deleting
     without a backup with the skip annotation; then the object goes, with no backup Job."""
@@ -395,7 +399,7 @@ def test_deleting_a_server_that_is_not_ready_waits_until_skipping_the_backup_is_
 
 @pytest.mark.usefixtures("explain")
 def test_image_change_rolls_the_deployment_and_storage_growth_is_reported(
-        cluster: kube.Cluster, op_namespace: str, operator: oh.Operator, server: oh.Server) -> None:
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator, server: oh.Server) -> None:
     """spec.image reaches the Deployment's pod template; spec.storage_size growth on a
     hostPath volume (no StorageClass, so no expansion) leaves the claim as it was and says
     why in status.storage."""
@@ -426,7 +430,7 @@ def test_image_change_rolls_the_deployment_and_storage_growth_is_reported(
 
 @pytest.mark.usefixtures("explain")
 def test_a_server_that_rejects_the_credentials_is_reported_not_ready(
-        cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
     """The root password changed inside the server behind the operator's back: the readiness
     probe's login fails, the pod leaves the Service, and the object says Ready=False with
     the reason CredentialsRejected and posts a Warning Event; the password put back, it is
@@ -462,7 +466,7 @@ def test_a_server_that_rejects_the_credentials_is_reported_not_ready(
 
 @pytest.mark.usefixtures("explain")
 def test_an_object_of_the_previous_release_keeps_reconciling(
-        cluster: kube.Cluster, op_namespace: str, operator: oh.Operator) -> None:
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
     """An object whose Deployment and Secret the previous release made (pods without the
     app=<name> label, the password in MYSQL_ROOT_PASSWORD, a ping readiness probe, no
     bootstrap password) is taken over: same selector, the pods get the label and the
@@ -493,8 +497,8 @@ def test_an_object_of_the_previous_release_keeps_reconciling(
     oh.wait_ready(cluster, ns, name)
     assert cluster.kubectl("-n", ns, "get", "pods", "-l", f"app={name}", "-o", "name").stdout.strip() == ""
 
-    line = restart_and_wait_for_run(cluster, operator, ns, name)  # the operator was stopped: this starts it
-    assert "successful" in line, line
+    run = restart_and_wait_for_run(cluster, operator, ns, name)  # the operator was stopped: this starts it
+    assert run.status == "successful", run
     assert oh.ready_condition(cluster, ns, name).get("status") == "True"
     deployment = cluster.get("-n", ns, "deployment", name)
     assert deployment["spec"]["selector"] == selector

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import kube
+from tests import harness
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR_NAMESPACE = "mysql-operator"
@@ -46,7 +46,7 @@ class Ask:
         return f"{self.verb} {what} in {where}: expected {'yes' if self.allowed else 'no'}"
 
 
-def can_i(cluster: kube.Cluster, ask: Ask) -> bool:
+def can_i(cluster: harness.Cluster, ask: Ask) -> bool:
     args = ["auth", "can-i", ask.verb, f"{ask.resource}/{ask.name}" if ask.name else ask.resource,
             f"--as={SUBJECT}"]
     if ask.subresource:
@@ -61,16 +61,16 @@ def can_i(cluster: kube.Cluster, ask: Ask) -> bool:
     return answer == "yes"
 
 
-def wrong_answers(cluster: kube.Cluster, asks: list[Ask]) -> list[str]:
+def wrong_answers(cluster: harness.Cluster, asks: list[Ask]) -> list[str]:
     return [str(ask) for ask in asks if can_i(cluster, ask) != ask.allowed]
 
 
-def rbac_objects(cluster: kube.Cluster, path: str) -> list[dict[str, Any]]:
+def rbac_objects(cluster: harness.Cluster, path: str) -> list[dict[str, Any]]:
     out = cluster.kubectl("kustomize", str(REPO / path)).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc and doc["kind"] in RBAC_KINDS]
 
 
-def install(cluster: kube.Cluster, objects: list[dict[str, Any]]) -> Iterator[None]:
+def install(cluster: harness.Cluster, objects: list[dict[str, Any]]) -> Iterator[None]:
     if cluster.kubectl("get", "deployment", "-n", OPERATOR_NAMESPACE, "mysql-operator",
                        "--ignore-not-found", "-o", "name").stdout.strip():
         pytest.fail("an operator is installed in mysql-operator; this test would change its RBAC")
@@ -84,7 +84,7 @@ def install(cluster: kube.Cluster, objects: list[dict[str, Any]]) -> Iterator[No
 
 
 @pytest.fixture
-def other_namespace(cluster: kube.Cluster) -> Iterator[str]:
+def other_namespace(cluster: harness.Cluster) -> Iterator[str]:
     """A namespace the namespaced operator does not own (incluster-*: this module's)."""
     name = f"incluster-rbac-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", name)
@@ -95,7 +95,7 @@ def other_namespace(cluster: kube.Cluster) -> Iterator[str]:
 
 
 @pytest.fixture
-def crd(cluster: kube.Cluster) -> None:
+def crd(cluster: harness.Cluster) -> None:
     """The CRD, so that `can-i` resolves mysqls (left installed: other tests use it)."""
     cluster.kubectl("apply", "-f", str(REPO / "deploy" / "crd.yml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/mysqls.otus.homework",
@@ -103,12 +103,12 @@ def crd(cluster: kube.Cluster) -> None:
 
 
 @pytest.fixture
-def clusterwide(cluster: kube.Cluster, crd: None) -> Iterator[None]:
+def clusterwide(cluster: harness.Cluster, crd: None) -> Iterator[None]:
     yield from install(cluster, rbac_objects(cluster, "deploy"))
 
 
 @pytest.fixture
-def namespaced(cluster: kube.Cluster, crd: None) -> Iterator[None]:
+def namespaced(cluster: harness.Cluster, crd: None) -> Iterator[None]:
     # deploy/namespaced/ does not create its namespace (deleting it would delete that)
     created = cluster.kubectl("create", "namespace", OPERATOR_NAMESPACE,
                               check=False).returncode == 0
@@ -194,7 +194,7 @@ def leader_election(ns: str) -> list[Ask]:
 
 
 def test_clusterwide_operator_may_do_what_the_roles_need_anywhere(
-        cluster: kube.Cluster, clusterwide: None, other_namespace: str) -> None:
+        cluster: harness.Cluster, clusterwide: None, other_namespace: str) -> None:
     asks = [
         *needed(other_namespace),
         *needed("default"),
@@ -214,7 +214,7 @@ def test_clusterwide_operator_may_do_what_the_roles_need_anywhere(
 
 
 def test_namespaced_operator_is_confined_to_its_namespace(
-        cluster: kube.Cluster, namespaced: None, other_namespace: str) -> None:
+        cluster: harness.Cluster, namespaced: None, other_namespace: str) -> None:
     asks = [
         *needed(OPERATOR_NAMESPACE),
         *leader_election(OPERATOR_NAMESPACE),

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import kube
+from tests import harness
 from tests.integration import operator_harness as oh
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ PULL_POLICY = "Never"  # the local cluster's images are on the node already
 
 
 @pytest.fixture
-def rolechange_namespace(cluster: kube.Cluster) -> Iterator[str]:
+def rolechange_namespace(cluster: harness.Cluster) -> Iterator[str]:
     name = cluster.create_namespace(f"rolechange-{uuid.uuid4().hex[:8]}")
     yield name
     # The operator is stopped by now: drop the finalizers it left, then remove the
@@ -85,7 +85,7 @@ def changed_copy(target: Path) -> Path:
     return target / "watches.yaml"
 
 
-def test_role_only_change_reaches_the_deployment(cluster: kube.Cluster, rolechange_namespace: str,
+def test_role_only_change_reaches_the_deployment(cluster: harness.Cluster, rolechange_namespace: str,
                                                  tmp_path: Path) -> None:
     ns, name = rolechange_namespace, "changed"
     copy = tmp_path / "operator-content"

@@ -1,14 +1,15 @@
 """
 Fixtures of the tests that really run Ansible: the tree of roles and playbooks, and the
 runner settings, once cold (a fresh ansible-playbook per run) and once warm (forked by
-the servers of a :class:`warm.Pool`, closed when the test ends).
+the servers of a :class:`ansible_kopf.warm.pool.Pool`, closed when the test ends).
 """
 import pathlib
 from collections.abc import Iterator
 
 import pytest
 
-from ansible_kopf import runner, warm
+from ansible_kopf import launchers, runner
+from ansible_kopf.warm.pool import Pool
 from tests import runs
 
 
@@ -18,8 +19,8 @@ def tree(tmp_path: pathlib.Path) -> pathlib.Path:
 
 
 @pytest.fixture
-def pool(tree: pathlib.Path) -> Iterator[warm.Pool]:
-    pool = warm.Pool(tree / 'work' / 'warm')
+def pool(tree: pathlib.Path) -> Iterator[Pool]:
+    pool = Pool(tree / 'work' / 'warm')
     try:
         yield pool
     finally:
@@ -32,5 +33,5 @@ def settings(request: pytest.FixtureRequest, tree: pathlib.Path) -> Iterator[run
         yield runner.Settings(workdir=tree / 'work')
         return
     pool = request.getfixturevalue('pool')
-    yield runner.Settings(workdir=tree / 'work', pool=pool)
+    yield runner.Settings(workdir=tree / 'work', launcher=launchers.Warm(pool))
     assert pool.pids, 'the runs did not go through warm servers'

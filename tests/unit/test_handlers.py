@@ -6,7 +6,8 @@ import pathlib
 import kopf
 import pytest
 
-from ansible_kopf import events, handlers, locks, reconciling, runner, warm, watches
+from ansible_kopf import events, handlers, launchers, locks, reconciling, runner, watches
+from ansible_kopf.warm.pool import Pool
 
 TARGET = watches.Target(type='role', path=pathlib.Path('/roles/mysql'))
 WATCH = watches.Watch(
@@ -127,8 +128,8 @@ def test_register_per_entry() -> None:
 
 
 def test_cleanup_closes_the_warm_pool(tmp_path: pathlib.Path) -> None:
-    pool = warm.Pool(tmp_path / 'warm')
+    pool = Pool(tmp_path / 'warm')
     assert pool.interpreter() != pool.python  # open: modules go to its module server
-    asyncio.run(handlers.cleanup(memo=kopf.Memo(pool=pool)))
+    asyncio.run(handlers.cleanup(memo=kopf.Memo(launcher=launchers.Warm(pool))))
     assert pool.interpreter() == pool.python  # closed: every run is cold
     asyncio.run(handlers.cleanup(memo=kopf.Memo()))  # warm servers turned off: nothing to do

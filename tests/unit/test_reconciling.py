@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 import pytest
 
-from ansible_kopf import locks, reconciling, runner, watches
+from ansible_kopf import locks, reconciling, runner, summary, watches
 
 pytestmark = pytest.mark.ansible
 
@@ -113,6 +113,22 @@ def test_first_reconcile_then_an_unchanged_one_writes_nothing(tree: pathlib.Path
 
     assert reconcile(ctl).successful
     assert len(api.patches) == 2  # the unchanged reconcile made no write
+
+
+def test_each_run_logs_its_summary_as_a_sentence_and_as_fields(
+        tree: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level('INFO', logger='ansible_kopf.reconciling')
+    ctl = controller(tree, FakeApi(make_obj(failCleanup=True)))
+    outcome = reconcile(ctl)
+    failed = reconcile(ctl, finalizing=True)
+    first, second = summary.parse_all(caplog.text)
+    assert (first.action, first.kind, first.namespace, first.name, first.status) == (
+        'reconcile', ctl.watch.gvk, 'apps', 'db1', 'successful')
+    assert first.counts == outcome.counts.as_dict()
+    assert first.seconds == round(outcome.duration, 3)
+    assert (second.action, second.status) == ('finalize', failed.status)
+    assert second.finished_at >= first.finished_at
+    assert first.sentence() in caplog.text and second.sentence() in caplog.text
 
 
 def test_spec_change_marks_running_again(tree: pathlib.Path) -> None:

@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from ansible_kopf import runner, watches
+from ansible_kopf import launchers, runner, watches
 from tests import runs
 from tests.runs import (
     INJECTION,
@@ -61,7 +61,7 @@ def test_envvars(tmp_path: pathlib.Path) -> None:
     env = runner.envvars(job, runner.Settings(workdir=tmp_path, kubeconfig='/k/cfg'),
                          {'PATH': '/usr/bin', 'ANSIBLE_ROLES_PATH': '/extra'})
     assert env['ANSIBLE_GATHERING'] == 'explicit'
-    assert env['ANSIBLE_ROLES_PATH'] == f"{tmp_path / 'roles'}:{tmp_path / 'roles'}:/extra"
+    assert env['ANSIBLE_ROLES_PATH'] == f"{tmp_path / 'roles'}:/extra"  # roles/ once
     assert env['K8S_AUTH_KUBECONFIG'] == '/k/cfg'
     assert env['ANSIBLE_DISPLAY_ARGS_TO_STDOUT'] == 'False'
     assert env['PATH'].endswith(':/usr/bin')
@@ -198,7 +198,7 @@ def test_cancelled_run_stops_ansible_and_removes_the_variables(tree: pathlib.Pat
     # An orphan would outlive the 10 s wait: the sleep takes 60.)
     assert processes_mentioning(str(variables)) == []
     assert runs.eventually(lambda: processes_mentioning('sleep 60') == [], 10)
-    if settings.pool is not None:  # the servers live on, and have no child left
-        assert settings.pool.pids
-        assert runs.eventually(
-            lambda: all(runs.children(pid) == [] for pid in settings.pool.pids), 10)
+    if isinstance(settings.launcher, launchers.Warm):  # the servers live on, with no child left
+        pool = settings.launcher.pool
+        assert pool.pids
+        assert runs.eventually(lambda: all(runs.children(pid) == [] for pid in pool.pids), 10)

@@ -3,9 +3,10 @@ whether its server Deployment is ready (`mysql_deployment_ready`).
 
 kubernetes.core.k8s (both `apply: true` and `state: present`) sends a PATCH for
 every object that contains a list, even when nothing differs. The role reads each
-object first and only sends those for which `mysql_k8s_in_sync` is false
-(`mysql_k8s_out_of_sync` picks them from a list), so a steady-state reconciliation
-makes no write requests at all.
+object first and sends only those that `mysql_k8s_out_of_sync` picks from its list of
+current/desired pairs, so a steady-state reconciliation makes no write requests at all.
+`mysql_k8s_in_sync` is that comparison for one pair; the role does not call it itself
+(the bench's per-task variant does, `bench/roles/bench_mysql`).
 """
 
 from __future__ import annotations

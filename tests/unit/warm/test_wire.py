@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ansible_kopf import wire
+from ansible_kopf.warm import wire
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """
-The warm path (warm.Pool, its servers and their client launch.py) against real
+The warm path (pool.Pool, its servers and their client) against real
 ansible-runner runs on localhost: runs really fork from the servers, give what cold runs
 give, and every way a server can fail ends in a correct (cold) run. The runner tests in
 test_runner.py also run through a pool (the ``settings`` fixture).
@@ -15,19 +15,24 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ansible_kopf import events, runner, warm
+from ansible_kopf import events, launchers, runner
+from ansible_kopf.warm import entry
+from ansible_kopf.warm import pool as pool_module
+from ansible_kopf.warm.pool import Pool
 from tests import runs
 from tests.runs import PASSWORD, ancestry, files_under, make_job, playbook, role
 
-pytestmark = pytest.mark.ansible
+pytestmark = [pytest.mark.ansible, pytest.mark.processes]
+SERVER = 'ansible_kopf.warm.forkserver'  # on a server's command line
 
 
-def warm_settings(tree: pathlib.Path, pool: warm.Pool) -> runner.Settings:
-    return runner.Settings(workdir=tree / 'work', pool=pool)
+def warm_settings(tree: pathlib.Path, pool: Pool) -> runner.Settings:
+    return runner.Settings(workdir=tree / 'work', launcher=launchers.Warm(pool))
 
 
 def whoami(tree: pathlib.Path, settings: runner.Settings, label: str) -> events.Outcome:
@@ -45,21 +50,21 @@ def assert_forked(chain: list[dict[str, Any]], server: int) -> None:
     """A fork of the server that did not exec: the imported interpreter did the work."""
     child = forked_by(chain, server)
     assert child is not None, chain
-    assert 'zygote.py' in child['cmdline'], child
+    assert SERVER in child['cmdline'], child
 
 
-def assert_cold(tree: pathlib.Path, label: str, pool: warm.Pool) -> None:
+def assert_cold(tree: pathlib.Path, label: str, pool: Pool) -> None:
     controller = ancestry(tree, 'controller', label)
     started = next(p for p in controller if p['ppid'] == os.getpid())  # ansible-runner's child
     assert 'ansible-playbook' in started['cmdline'], controller
     module = ancestry(tree, 'module', label)
-    assert 'zygote.py' not in module[0]['cmdline'], module
+    assert SERVER not in module[0]['cmdline'], module
     assert not {p['pid'] for p in controller + module} & set(pool.pids)
 
 
 # --- the runs go through the servers ---
 
-def test_runs_fork_from_the_servers(tree: pathlib.Path, pool: warm.Pool) -> None:
+def test_runs_fork_from_the_servers(tree: pathlib.Path, pool: Pool) -> None:
     whoami(tree, warm_settings(tree, pool), 'warm')
     found = runs.servers(pool)
     assert len(found['playbook']) == 1
@@ -78,7 +83,7 @@ def test_runs_fork_from_the_servers(tree: pathlib.Path, pool: warm.Pool) -> None
     assert_forked(ancestry(tree, 'controller', 'again'), found['playbook'][0])
 
 
-def test_concurrent_first_runs_share_the_servers(tree: pathlib.Path, pool: warm.Pool) -> None:
+def test_concurrent_first_runs_share_the_servers(tree: pathlib.Path, pool: Pool) -> None:
     # The operator runs several objects at once from threads: the first runs all wait
     # for the same two servers, and all fork from them.
     labels = ['a', 'b', 'c']  # and objects: never two runs for one object at once
@@ -96,7 +101,7 @@ def test_concurrent_first_runs_share_the_servers(tree: pathlib.Path, pool: warm.
         assert_forked(ancestry(tree, 'module', label), found['module'][0])
 
 
-def test_a_cold_run_does_not_touch_the_pool(tree: pathlib.Path, pool: warm.Pool) -> None:
+def test_a_cold_run_does_not_touch_the_pool(tree: pathlib.Path, pool: Pool) -> None:
     whoami(tree, runner.Settings(workdir=tree / 'work'), 'cold')
     assert pool.pids == []
     assert_cold(tree, 'cold', pool)
@@ -131,11 +136,11 @@ def comparable(outcome: events.Outcome) -> dict[str, Any]:
     ('playbook', 'quick'),     # nothing changes
     ('playbook', 'modules'),   # several modules, a failure ignored, changed then ok
 ])
-def test_warm_and_cold_runs_agree(tree: pathlib.Path, pool: warm.Pool, kind: str,
+def test_warm_and_cold_runs_agree(tree: pathlib.Path, pool: Pool, kind: str,
                                   name: str) -> None:
     results = {}
     for label, settings in (('cold', runner.Settings(workdir=tree / 'cold')),
-                            ('warm', runner.Settings(workdir=tree / 'warm', pool=pool))):
+                            ('warm', runner.Settings(workdir=tree / 'warm', launcher=launchers.Warm(pool)))):
         out = tree / 'out' / label  # each run starts from no files
         out.mkdir()
         variables = {'out_dir': str(out)}
@@ -176,7 +181,7 @@ def test_warm_and_cold_runs_agree(tree: pathlib.Path, pool: warm.Pool, kind: str
 
 # --- servers that die, fail or cannot be reached ---
 
-def assert_new_servers_serve(tree: pathlib.Path, pool: warm.Pool, before: dict[str, list[int]],
+def assert_new_servers_serve(tree: pathlib.Path, pool: Pool, before: dict[str, list[int]],
                              label: str) -> None:
     """A run now goes through one new playbook and one new module server, none of ``before``."""
     whoami(tree, warm_settings(tree, pool), label)
@@ -187,7 +192,7 @@ def assert_new_servers_serve(tree: pathlib.Path, pool: warm.Pool, before: dict[s
     assert_forked(ancestry(tree, 'module', label), after['module'][0])
 
 
-def test_a_killed_server_is_started_again(tree: pathlib.Path, pool: warm.Pool) -> None:
+def test_a_killed_server_is_started_again(tree: pathlib.Path, pool: Pool) -> None:
     whoami(tree, warm_settings(tree, pool), 'first')
     before = runs.servers(pool)
     for pid in pool.pids:
@@ -198,7 +203,7 @@ def test_a_killed_server_is_started_again(tree: pathlib.Path, pool: warm.Pool) -
 
 
 def test_idle_servers_stop_and_the_next_run_starts_them_again(tree: pathlib.Path) -> None:
-    pool = warm.Pool(tree / 'work' / 'warm', idle_timeout=1.0)
+    pool = Pool(tree / 'work' / 'warm', idle_timeout=1.0)
     try:
         whoami(tree, warm_settings(tree, pool), 'first')
         before = runs.servers(pool)
@@ -210,7 +215,7 @@ def test_idle_servers_stop_and_the_next_run_starts_them_again(tree: pathlib.Path
 
 
 def test_servers_do_not_stop_as_idle_while_a_run_is_under_way(tree: pathlib.Path) -> None:
-    pool = warm.Pool(tree / 'work' / 'warm', idle_timeout=0.3)
+    pool = Pool(tree / 'work' / 'warm', idle_timeout=0.3)
     try:
         whoami(tree, warm_settings(tree, pool), 'first')
         with pool.in_use():  # as runner.run does around a run: a long one, here
@@ -222,7 +227,7 @@ def test_servers_do_not_stop_as_idle_while_a_run_is_under_way(tree: pathlib.Path
         pool.close()
 
 
-def test_a_removed_socket_gets_a_new_server(tree: pathlib.Path, pool: warm.Pool) -> None:
+def test_a_removed_socket_gets_a_new_server(tree: pathlib.Path, pool: Pool) -> None:
     # e.g. a cleaner of old files in /tmp: the server lives on, but nobody can reach it
     whoami(tree, warm_settings(tree, pool), 'first')
     before = runs.servers(pool)
@@ -235,7 +240,7 @@ def test_a_removed_socket_gets_a_new_server(tree: pathlib.Path, pool: warm.Pool)
     assert runs.eventually(lambda: all(runs.exited(pid) for pid in before['playbook']))
 
 
-def test_an_unreachable_server_means_a_cold_run(tree: pathlib.Path, pool: warm.Pool) -> None:
+def test_an_unreachable_server_means_a_cold_run(tree: pathlib.Path, pool: Pool) -> None:
     whoami(tree, warm_settings(tree, pool), 'first')
     # The sockets are there, but refuse connections (a server that is hung or gone).
     for pid in pool.pids:
@@ -251,10 +256,10 @@ def test_an_unreachable_server_means_a_cold_run(tree: pathlib.Path, pool: warm.P
 def test_a_server_that_cannot_start_means_cold_runs(
         tree: pathlib.Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     starts = tree / 'starts'
-    broken = tree / 'broken_zygote.py'
+    broken = tree / 'broken_server.py'
     broken.write_text(f"import sys\nopen({str(starts)!r}, 'a').write('x')\nsys.exit(1)\n")
-    monkeypatch.setattr(warm, 'ZYGOTE', broken)
-    pool = warm.Pool(tree / 'work' / 'warm')
+    monkeypatch.setattr(entry, 'server', lambda python: [python, str(broken)])
+    pool = Pool(tree / 'work' / 'warm')
     try:
         for label in ('first', 'second'):
             whoami(tree, warm_settings(tree, pool), label)
@@ -270,7 +275,7 @@ def test_a_server_that_cannot_start_means_cold_runs(
 def test_an_unwritable_pool_directory_means_cold_runs(tree: pathlib.Path) -> None:
     (tree / 'work').mkdir()
     (tree / 'work' / 'warm').write_text('a file where the directory should be')
-    pool = warm.Pool(tree / 'work' / 'warm')
+    pool = Pool(tree / 'work' / 'warm')
     try:
         whoami(tree, warm_settings(tree, pool), 'cold')
         assert_cold(tree, 'cold', pool)
@@ -280,10 +285,10 @@ def test_an_unwritable_pool_directory_means_cold_runs(tree: pathlib.Path) -> Non
 
 def test_a_long_work_directory_puts_the_sockets_elsewhere(tree: pathlib.Path) -> None:
     workdir = tree / ('long-' * 20) / 'work'  # its sockets' paths: > 107 bytes
-    pool = warm.Pool(workdir / 'warm')
+    pool = Pool(workdir / 'warm')
     try:
         outcome = runner.run(make_job(tree, playbook(tree, 'whoami'), workdir=workdir,
-                                      label='long'), runner.Settings(workdir=workdir, pool=pool))
+                                      label='long'), runner.Settings(workdir=workdir, launcher=launchers.Warm(pool)))
         assert outcome.successful, outcome.message
         found = runs.servers(pool)
         assert_forked(ancestry(tree, 'controller', 'long'), found['playbook'][0])
@@ -300,27 +305,27 @@ def test_a_long_work_directory_puts_the_sockets_elsewhere(tree: pathlib.Path) ->
 
 
 def test_a_long_interpreter_path_gets_a_shell_script(
-        tree: pathlib.Path, pool: warm.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+        tree: pathlib.Path, pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     # A shebang line longer than the kernel reads would run a cut interpreter path.
-    monkeypatch.setattr(warm, 'SHEBANG_MAX', 10)
+    monkeypatch.setattr(pool_module, 'SHEBANG_MAX', 10)
     whoami(tree, warm_settings(tree, pool), 'shell')
     assert pathlib.Path(pool.interpreter()).read_text().startswith('#!/bin/sh\n')
     assert_forked(ancestry(tree, 'module', 'shell'), runs.servers(pool)['module'][0])
 
 
 def test_a_noexec_pool_directory_runs_modules_cold(
-        tree: pathlib.Path, pool: warm.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+        tree: pathlib.Path, pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     # A hardened /tmp (mounted noexec) could not run the interpreter script.
-    monkeypatch.setattr(warm, '_noexec', lambda directory: True)
+    monkeypatch.setattr(pool_module, '_noexec', lambda directory: True)
     whoami(tree, warm_settings(tree, pool), 'noexec')
     assert_forked(ancestry(tree, 'controller', 'noexec'), runs.servers(pool)['playbook'][0])
-    assert 'zygote.py' not in ancestry(tree, 'module', 'noexec')[0]['cmdline']
+    assert SERVER not in ancestry(tree, 'module', 'noexec')[0]['cmdline']
 
 
 # --- environments ---
 
 def test_a_different_environment_gets_its_own_server(
-        tree: pathlib.Path, pool: warm.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+        tree: pathlib.Path, pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     whoami(tree, warm_settings(tree, pool), 'pipelined')
     first = runs.servers(pool)['playbook']
     # ansible-core reads its configuration when imported: without pipelining, modules
@@ -333,7 +338,7 @@ def test_a_different_environment_gets_its_own_server(
     assert_forked(ancestry(tree, 'controller', 'files'), second)
     module = ancestry(tree, 'module', 'files')
     assert forked_by(module, found['module'][0]) is None, module  # not pipelined
-    assert 'zygote.py' not in module[0]['cmdline']
+    assert SERVER not in module[0]['cmdline']
     # And back: the first server serves the first environment again.
     monkeypatch.delenv('ANSIBLE_PIPELINING')
     whoami(tree, warm_settings(tree, pool), 'back')
@@ -341,7 +346,7 @@ def test_a_different_environment_gets_its_own_server(
 
 
 def test_a_server_runs_requests_of_another_configuration_cold(
-        tree: pathlib.Path, pool: warm.Pool) -> None:
+        tree: pathlib.Path, pool: Pool) -> None:
     # The server's own guard, whatever the pool decided: a child whose environment or
     # configuration file differs from the server's execs the real ansible-playbook.
     whoami(tree, warm_settings(tree, pool), 'warm')
@@ -353,7 +358,7 @@ def test_a_server_runs_requests_of_another_configuration_cold(
 
     def version(env: dict[str, str], cwd: pathlib.Path) -> str:
         result = subprocess.run(
-            [sys.executable, '-IS', str(warm.LAUNCH), 'playbook', str(runs.socket_of(server)),
+            [*entry.client(sys.executable), 'playbook', str(runs.socket_of(server)),
              '--', 'ansible-playbook', '--version'],
             env=env, cwd=cwd, capture_output=True, text=True, check=False, timeout=120)
         assert result.returncode == 0, result.stderr
@@ -370,21 +375,20 @@ def test_a_server_runs_requests_of_another_configuration_cold(
 # --- stopping ---
 
 def test_a_run_cancelled_before_ansible_said_who_it_is(
-        tree: pathlib.Path, pool: warm.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+        tree: pathlib.Path, pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     # Without ansible-playbook's pid (no event yet) no SIGTERM can go to it: after the
-    # grace period ansible-runner kills launch.py's process group, and the server then
+    # grace period ansible-runner kills the client's process group, and the server then
     # stops the run it forked.
-    class Blind(runner.Cancellation):
-        def __init__(self, requested: threading.Event | None, collector: events.Collector) -> None:
-            super().__init__(requested, events.Collector(logger=runner.ansible_logger, label='x',
-                                                          log_events='Nothing'))
+    class Blind(launchers.Warm):
+        def cancel(self, requested: threading.Event | None,
+                   controller: Callable[[], int | None]) -> launchers.Cancellation:
+            return launchers.Cancellation(requested, lambda: None)
 
-    monkeypatch.setattr(runner, 'Cancellation', Blind)
-    monkeypatch.setattr(runner, 'CANCEL_GRACE', 1.0)
+    monkeypatch.setattr(launchers, 'CANCEL_GRACE', 1.0)
     job = make_job(tree, playbook(tree, 'slow'))
     # ansible-runner asks the cancel callback when output comes, or every pexpect_timeout
     runs.write(job.private_data_dir / 'env' / 'settings', 'pexpect_timeout: 0.2\n')
-    settings = warm_settings(tree, pool)
+    settings = runner.Settings(workdir=tree / 'work', launcher=Blind(pool))
     cancel = threading.Event()
     results: list[events.Outcome] = []
     thread = threading.Thread(target=lambda: results.append(runner.run(job, settings, cancel=cancel)))
@@ -402,7 +406,7 @@ def test_a_run_cancelled_before_ansible_said_who_it_is(
 
 
 def test_close_stops_every_server(tree: pathlib.Path) -> None:
-    pool = warm.Pool(tree / 'work' / 'warm')
+    pool = Pool(tree / 'work' / 'warm')
     outcome = runner.run(make_job(tree, playbook(tree, 'quick')), warm_settings(tree, pool))
     assert outcome.successful, outcome.message
     pids = pool.pids
@@ -419,8 +423,8 @@ def test_close_stops_every_server(tree: pathlib.Path) -> None:
 
 
 def test_an_evicted_server_finishes_its_run(
-        tree: pathlib.Path, pool: warm.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(warm, 'MAX_SERVERS', 1)
+        tree: pathlib.Path, pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, 'MAX_SERVERS', 1)
     gate = make_job(tree, playbook(tree, 'gate'))
     results: list[events.Outcome] = []
     thread = threading.Thread(target=lambda: results.append(
@@ -430,7 +434,7 @@ def test_an_evicted_server_finishes_its_run(
         # The gate's ansible-playbook: a fork of the server (its command line), not a
         # helper the server runs while it imports (ansible's import runs `ldconfig -p`).
         assert runs.eventually(lambda: len(pool.pids) == 2 and any(
-            'zygote.py' in runs.cmdline(child)
+            SERVER in runs.cmdline(child)
             for pid in runs.servers(pool)['playbook'] for child in runs.children(pid)), 60)
         (busy,) = runs.servers(pool)['playbook']
         monkeypatch.setenv('ANSIBLE_KOPF_TEST', 'another environment')
@@ -449,7 +453,7 @@ def test_an_evicted_server_finishes_its_run(
 
 # --- secrets ---
 
-def test_secrets_stay_out_of_the_pool_directory(tree: pathlib.Path, pool: warm.Pool) -> None:
+def test_secrets_stay_out_of_the_pool_directory(tree: pathlib.Path, pool: Pool) -> None:
     settings = dataclasses.replace(warm_settings(tree, pool), verbosity=3, log_events='Everything')
     for watch in (role(tree, 'demo'), playbook(tree, 'modules')):
         runner.run(make_job(tree, watch), settings)

@@ -1,15 +1,20 @@
 """
-The message format between the warm Ansible servers (:mod:`zygote`) and their clients
-(:mod:`launch`): dictionaries of strings, numbers and lists in :mod:`marshal` format
+The message format between the warm Ansible servers (:mod:`forkserver`) and their clients
+(:mod:`client`): dictionaries of strings, numbers and lists in :mod:`marshal` format
 over a Unix stream socket, each framed by a 4-byte big-endian length, optionally carrying
 file descriptors (``SCM_RIGHTS``) with the frame. Both ends are the same interpreter
 (the pool starts servers with its own), and only the operator's user can reach a socket
-(see :mod:`warm`), so marshal's lack of hardening against hostile input gives nobody
+(see :mod:`pool`), so marshal's lack of hardening against hostile input gives nobody
 anything they could not do already.
 
-:mod:`launch` imports this module in a Python started with ``-I -S`` once per run and
+:mod:`client` imports this module in a Python started with ``-I -S`` once per run and
 once per module call, so it imports C modules only (``socket``, ``json``, ``typing``
 and ``contextlib`` would cost ~40 ms of CPU per process on the 2-core machine).
+
+Also part of the contract: which environment variables may differ between the runs one
+playbook server serves (:data:`PER_RUN`). ansible-core reads its configuration from the
+environment when it is imported, so the pool keys servers on the rest
+(:func:`server_env`) and a child checks its request against it.
 """
 import _socket
 import marshal
@@ -19,13 +24,19 @@ from _struct import Struct, calcsize
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any, Final
 
 HEADER: 'Final' = Struct('>I')
 MAX_FDS: 'Final' = 4
 FD_SIZE: 'Final' = calcsize('i')  # a descriptor in SCM_RIGHTS data: a C int
 MAX_MESSAGE: 'Final' = 256 * 1024 * 1024  # a module payload is a few MB at most
+PER_RUN: 'Final' = frozenset({'AWX_ISOLATED_DATA_DIR'})  # may differ between runs of a server
+
+
+def server_env(env: 'dict[str, str] | Mapping[str, str]') -> 'dict[str, str]':
+    """The part of a run's environment a playbook server must have been started with."""
+    return {k: v for k, v in env.items() if k not in PER_RUN}
 
 
 class WireError(ConnectionError):

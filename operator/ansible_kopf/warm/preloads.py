@@ -1,10 +1,9 @@
 """
-What a warm server (:mod:`zygote`) imports before its first fork, and whether a module
+What a warm server (:mod:`forkserver`) imports before its first fork, and whether a module
 payload may run on those imports: the preload lists of both roles, the plugins a
 playbook server loads through ansible's own plugin loader, where the image's
 collections are, the CRC-32 of every preloaded source file, and the check that a
-payload ships only files identical to them. Standard library only at import (it is
-imported by ``zygote.py`` run as a script).
+payload ships only files identical to them. Standard library only at import.
 """
 import importlib
 import os

@@ -1,10 +1,10 @@
 """
-The forked child of a warm server (:mod:`zygote`) once it has been set up: what it does
+The forked child of a warm server (:mod:`forkserver`) once it has been set up: what it does
 to become ``ansible-playbook`` (``playbook`` role) or to run an AnsiballZ payload as
 ``python`` would (``module`` role), falling back to ``exec`` of the real program when
 the request does not match what the server preloaded, and how it exits (exit handlers,
 flush, status) without returning into the server's loop. Standard library plus
-:mod:`preloads` only (it is imported by ``zygote.py`` run as a script).
+:mod:`preloads` and :mod:`wire`.
 """
 import atexit
 import contextlib
@@ -15,11 +15,10 @@ import tempfile
 import traceback
 import types
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
-from ansible_kopf.preloads import module_mismatch
-
-PER_RUN: Final = frozenset({'AWX_ISOLATED_DATA_DIR'})  # may differ between runs
+from ansible_kopf.warm.preloads import module_mismatch
+from ansible_kopf.warm.wire import server_env
 
 
 def _finish(code: object) -> None:
@@ -51,8 +50,7 @@ def playbook_child(request: dict[str, Any], fds: list[int], base_env: dict[str, 
     _take_stdio(fds)
     argv = [str(a) for a in request['argv']]
     env = {str(k): str(v) for k, v in request['env'].items()}
-    same = {k: v for k, v in env.items() if k not in PER_RUN} == \
-        {k: v for k, v in base_env.items() if k not in PER_RUN}
+    same = server_env(env) == server_env(base_env)
     manager = importlib.import_module('ansible.config.manager')
     if not same or manager.find_ini_config_file() != config_file:
         os.execvpe(argv[0], argv, env)  # noqa: S606  (configuration differs: the real, cold program)

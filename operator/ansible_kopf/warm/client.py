@@ -1,19 +1,22 @@
 """
-The per-run client of a warm server (:mod:`zygote`): a script for a Python started with
-``-I -S``, which imports nothing but C modules of the standard library, ``os`` and
-:mod:`wire` (~10 ms of CPU, as ``python -c pass``; ``signal``, ``socket`` and
-``subprocess`` would add ~40 ms to every run and every module call).
+The per-run client of a warm server (:mod:`forkserver`), in a process of its own: a
+Python started with ``-I -S`` (:func:`entry.client`), which imports nothing but C modules
+of the standard library, ``os`` and :mod:`wire` (~10 ms of CPU, as ``python -c pass``;
+``signal``, ``socket`` and ``subprocess`` would add ~40 ms to every run and every module
+call).
 
-``launch.py playbook SOCKET -- ansible-playbook ARGS...``
-    The command ansible-runner spawns instead of ``ansible-playbook`` (see :mod:`warm`).
-    Hands its stdin/stdout/stderr (ansible-runner's pseudo-terminal), argv, environment
-    and directory to the server, forwards SIGTERM/SIGINT/SIGHUP to the run, and exits
-    as the run did. When ansible-runner kills it, the server stops the run.
+``playbook SOCKET -- ansible-playbook ARGS...``
+    The command ansible-runner spawns instead of ``ansible-playbook`` (see
+    :meth:`pool.Pool.command`). Hands its stdin/stdout/stderr (ansible-runner's
+    pseudo-terminal), argv, environment and directory to the server, forwards
+    SIGTERM/SIGINT/SIGHUP to the run, and exits as the run did. When ansible-runner kills
+    it, the server stops the run.
 
-``launch.py python SOCKET REAL_PYTHON [ARGS...]``
-    Behind the ``ansible_python_interpreter`` script that :mod:`warm` writes. With no
-    arguments (pipelining: an AnsiballZ payload on stdin) the payload runs in a child of
-    the module server; with arguments it is the real interpreter (``exec``).
+``python SOCKET REAL_PYTHON [ARGS...]``
+    Behind the ``ansible_python_interpreter`` script that :meth:`pool.Pool.interpreter`
+    writes. With no arguments (pipelining: an AnsiballZ payload on stdin) the payload
+    runs in a child of the module server; with arguments it is the real interpreter
+    (``exec``).
 
 If the server cannot be reached, both ``exec`` the real program: a run is never lost,
 it only runs cold.
@@ -21,8 +24,7 @@ it only runs cold.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ansible_kopf import wire
+from ansible_kopf.warm import wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

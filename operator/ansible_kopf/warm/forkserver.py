@@ -1,11 +1,12 @@
 """
-A warm Ansible server: a process that has imported, once, what every run would import,
-and forks one child per request. Started and stopped by :mod:`warm`; reached through
-:mod:`launch`; speaks :mod:`wire`. Run as a script (``python zygote.py --role ...``):
-it imports no operator code besides :mod:`wire`, :mod:`preloads` (what it imports before
-forking) and :mod:`children` (what a child does), and no kopf.
+A warm Ansible server, in a process of its own: it has imported, once, what every run
+would import, and forks one child per request. Started and stopped by :mod:`pool`
+(``python -P -c <entry> --flavour ...``, see :mod:`entry`); reached through
+:mod:`client`; speaks :mod:`wire`. It imports no operator code besides :mod:`wire`,
+:mod:`preloads` (what it imports before forking) and :mod:`child` (what a child does),
+and no kopf.
 
-Two roles:
+Two flavours (:class:`Flavour`):
 
 ``playbook``
     Imports ansible-core's controller (``ansible.cli.playbook``) and the ``kubernetes``
@@ -15,7 +16,7 @@ Two roles:
     takes the descriptors, environment and directory, starts its own session and calls
     ``ansible.cli.playbook.main``. ansible-core reads its configuration when it is
     imported, so a server only serves requests whose environment equals the one it was
-    started with, apart from :data:`children.PER_RUN` variables (``AWX_ISOLATED_DATA_DIR``),
+    started with, apart from :data:`wire.PER_RUN` variables (``AWX_ISOLATED_DATA_DIR``),
     and whose configuration file is the same; any other request's child ``exec``\\ s the
     real ``ansible-playbook`` (correct, just not faster).
 
@@ -47,6 +48,8 @@ children's groups and exits at once.
 """
 import argparse
 import contextlib
+import dataclasses
+import enum
 import gc
 import importlib
 import os
@@ -59,24 +62,44 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-if __name__ == '__main__':
-    # Run as a script, sys.path[0] is this directory, whose modules (config, events,
-    # status ...) would shadow top-level modules of the same names in the runs: the
-    # package's parent replaces it, for `ansible_kopf.wire`, `.preloads`, `.children`.
-    _here = os.path.dirname(os.path.realpath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _here]
-    sys.path.insert(0, os.path.dirname(_here))
-from ansible_kopf import children, preloads, wire
+from ansible_kopf.warm import child, preloads, wire
 
 KILL_GRACE: Final = 10.0
 RECEIVE_TIMEOUT: Final = 30.0  # for a request's bytes once its connection is readable
 PR_SET_PDEATHSIG: Final = 1
 
 
-def _child_setup(server: 'Server', connection: socket.socket, env: dict[str, str],
+class Flavour(enum.Enum):
+    """What a server runs: ``ansible-playbook`` for a run, or a module for a module call."""
+    PLAYBOOK = 'playbook'
+    MODULE = 'module'
+
+
+class Ready(enum.Enum):
+    """What became readable in the server's loop (the selector's tag of each descriptor)."""
+    ACCEPT = enum.auto()  # the listening socket: a client connects
+    REQUEST = enum.auto()  # a new connection: its request
+    CLIENT = enum.auto()  # the connection of a running child's client: it went away
+    EXIT = enum.auto()  # a child's pidfd: the child exited
+    SIGNAL = enum.auto()  # the wakeup pipe: a signal arrived
+
+
+@dataclasses.dataclass
+class Run:
+    """A forked child and its client, from the fork until the child is reaped."""
+    connection: socket.socket  # to the client: the child's pid, later its exit status
+    pidfd: int
+    kill_at: float | None = None  # set when the client went away: SIGKILL after then
+
+    @property
+    def client_gone(self) -> bool:
+        return self.kill_at is not None
+
+
+def _child_setup(server: 'ForkServer', connection: socket.socket, env: dict[str, str],
                  cwd: str) -> None:
     """
-    Common to both roles: die with the server, default signals, none of the server's
+    Common to both flavours: die with the server, default signals, none of the server's
     descriptors (listening socket, other runs' connections), the request's env and cwd.
     """
     if server.prctl is not None:
@@ -105,23 +128,23 @@ def _signal_run(pid: int, number: int) -> None:
             os.kill(pid, number)
 
 
-def _valid(role: str, request: dict[str, Any], fds: list[int]) -> bool:
+def _valid(flavour: Flavour, request: dict[str, Any], fds: list[int]) -> bool:
     """
-    The shape a request of this role must have before anything is forked for it: with
+    The shape a request of this flavour must have before anything is forked for it: with
     fewer descriptors, the child would write to the server's stdout or log.
     """
     common = isinstance(request.get('env'), dict) and isinstance(request.get('cwd'), str)
-    if role == 'module':
+    if flavour is Flavour.MODULE:
         return common and isinstance(request.get('payload'), str) and len(fds) == 2  # noqa: PLR2004
     argv = request.get('argv')
     return common and isinstance(argv, list) and bool(argv) and len(fds) == 3  # noqa: PLR2004
 
 
-class Server:
+class ForkServer:
     """The accept/fork/reap loop; single-threaded, so forking is safe."""
 
-    def __init__(self, path: str, role: str) -> None:
-        self.role = role
+    def __init__(self, path: str, flavour: Flavour) -> None:
+        self.flavour = flavour
         self.path = path
         self.pid = os.getpid()
         self.base_env = dict(os.environ)
@@ -133,7 +156,7 @@ class Server:
         self.selector = selectors.DefaultSelector()
         self.wakeup_r, self.wakeup_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(self.wakeup_w)
-        self.selector.register(self.wakeup_r, selectors.EVENT_READ, ('signal', None))
+        self.selector.register(self.wakeup_r, selectors.EVENT_READ, (Ready.SIGNAL, 0))
         self.stopping = False
         self.sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with contextlib.suppress(FileNotFoundError):
@@ -141,13 +164,13 @@ class Server:
         self.sock.bind(path)
         self.inode = os.stat(path).st_ino  # to remove our socket, never a successor's
         self.sock.listen(64)
-        self.selector.register(self.sock, selectors.EVENT_READ, ('accept', None))
-        self.children: dict[int, tuple[socket.socket, int, float | None]] = {}
+        self.selector.register(self.sock, selectors.EVENT_READ, (Ready.ACCEPT, 0))
+        self.runs: dict[int, Run] = {}  # by the child's pid
         self.crcs: dict[str, int] = {}
         self.config_file: str | None = None
 
     def warm_up(self) -> list[str]:
-        if self.role == 'module':
+        if self.flavour is Flavour.MODULE:
             roots = preloads.collection_roots(dict(os.environ))
             sys.path.extend(p for p in roots if p not in sys.path)
             missing = preloads.preload(preloads.MODULE_PRELOAD)
@@ -170,30 +193,30 @@ class Server:
             while os.getppid() == parent:  # the operator is gone: so are we
                 if self.stopping:
                     self._stop_listening()
-                    if not self.children:
+                    if not self.runs:
                         return
                 for key, _ in self.selector.select(timeout=1.0):
-                    what, data = key.data
-                    if what == 'accept' and self.sock is not None:
+                    what, pid = key.data
+                    if what is Ready.ACCEPT and self.sock is not None:
                         try:
                             connection, _ = self.sock.accept()
                         except OSError:  # e.g. out of descriptors: that client goes cold
                             continue
                         self.selector.register(connection, selectors.EVENT_READ,
-                                               ('request', None))
-                    elif what == 'request':
+                                               (Ready.REQUEST, 0))
+                    elif what is Ready.REQUEST:
                         self._request(key.fileobj)  # type: ignore[arg-type]
-                    elif what == 'client' and data in self.children:  # EOF: the client left
-                        self._client_gone(data)
-                    elif what == 'exit':
-                        self._reap(data)
-                    elif what == 'signal':
+                    elif what is Ready.CLIENT and pid in self.runs:  # EOF: the client left
+                        self._client_gone(pid)
+                    elif what is Ready.EXIT:
+                        self._reap(pid)
+                    elif what is Ready.SIGNAL:
                         with contextlib.suppress(BlockingIOError):
                             os.read(self.wakeup_r, 512)
                 self._kill_overdue()
         finally:
             self._stop_listening()
-            for pid in self.children:  # left unsupervised otherwise
+            for pid in self.runs:  # left unsupervised otherwise
                 _signal_run(pid, signal.SIGTERM)
 
     def close_in_child(self, connection: socket.socket) -> None:
@@ -206,10 +229,10 @@ class Server:
         if self.sock is not None:
             self.sock.close()
         connection.close()
-        for other, pidfd, _ in self.children.values():
-            other.close()
+        for run in self.runs.values():
+            run.connection.close()
             with contextlib.suppress(OSError):
-                os.close(pidfd)
+                os.close(run.pidfd)
 
     def _stop_listening(self) -> None:
         if self.sock is None:
@@ -230,7 +253,7 @@ class Server:
             connection.settimeout(None)
         except (OSError, ValueError):
             request, fds = None, []
-        if request is None or not _valid(self.role, request, fds):
+        if request is None or not _valid(self.flavour, request, fds):
             connection.close()
             for fd in fds:
                 os.close(fd)
@@ -246,10 +269,10 @@ class Server:
             try:
                 _child_setup(self, connection, {str(k): str(v) for k, v in request['env'].items()},
                              str(request['cwd']))
-                if self.role == 'module':
-                    children.module_child(request, fds, self.crcs, sys.executable)
+                if self.flavour is Flavour.MODULE:
+                    child.module_child(request, fds, self.crcs, sys.executable)
                 else:
-                    children.playbook_child(request, fds, self.base_env, self.config_file)
+                    child.playbook_child(request, fds, self.base_env, self.config_file)
             finally:
                 os._exit(70)
         for fd in fds:
@@ -261,51 +284,47 @@ class Server:
             os.waitpid(pid, 0)
             connection.close()  # the client, told no pid, runs it cold
             return
-        self.children[pid] = (connection, pidfd, None)
-        self.selector.register(pidfd, selectors.EVENT_READ, ('exit', pid))
-        self.selector.register(connection, selectors.EVENT_READ, ('client', pid))
+        self.runs[pid] = Run(connection=connection, pidfd=pidfd)
+        self.selector.register(pidfd, selectors.EVENT_READ, (Ready.EXIT, pid))
+        self.selector.register(connection, selectors.EVENT_READ, (Ready.CLIENT, pid))
         with contextlib.suppress(OSError):
             wire.send(connection, {'pid': pid})
 
     def _client_gone(self, pid: int) -> None:
-        connection, pidfd, deadline = self.children[pid]
-        self.selector.unregister(connection)
-        if deadline is None:
+        run = self.runs[pid]
+        self.selector.unregister(run.connection)
+        if not run.client_gone:
             _signal_run(pid, signal.SIGTERM)
-            self.children[pid] = (connection, pidfd, time.monotonic() + KILL_GRACE)
+            run.kill_at = time.monotonic() + KILL_GRACE
 
     def _kill_overdue(self) -> None:
         now = time.monotonic()
-        for pid, (_, _, deadline) in self.children.items():
-            if deadline is not None and now > deadline:
+        for pid, run in self.runs.items():
+            if run.kill_at is not None and now > run.kill_at:
                 _signal_run(pid, signal.SIGKILL)
 
     def _reap(self, pid: int) -> None:
-        connection, pidfd, deadline = self.children.pop(pid)
-        self.selector.unregister(pidfd)
-        os.close(pidfd)
+        run = self.runs.pop(pid)
+        self.selector.unregister(run.pidfd)
+        os.close(run.pidfd)
         _, status = os.waitpid(pid, 0)
-        if deadline is None:
-            self.selector.unregister(connection)
+        if not run.client_gone:
+            self.selector.unregister(run.connection)
             with contextlib.suppress(OSError):
-                wire.send(connection, {'status': status})
-        connection.close()
+                wire.send(run.connection, {'status': status})
+        run.connection.close()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser = argparse.ArgumentParser(description=(__doc__ or '').strip().splitlines()[0])
     parser.add_argument('--socket', required=True)
-    parser.add_argument('--role', choices=('playbook', 'module'), required=True)
+    parser.add_argument('--flavour', type=Flavour, choices=list(Flavour), required=True)
     parser.add_argument('--parent', type=int, default=os.getppid())
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the operator's Ctrl-C stops us through it
-    server = Server(args.socket, args.role)
+    server = ForkServer(args.socket, args.flavour)
     signal.signal(signal.SIGTERM, server.stop)
     missing = server.warm_up()
     print(f"ready {os.getpid()} missing={','.join(missing) or '-'}", flush=True)
     server.serve(args.parent)
     return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main())
