@@ -25,4 +25,4 @@ echo ">> lint passed"
 [ "${1:-}" = "--lint-only" ] && exit 0
 
 echo ">> pytest"
-exec pytest -ra "$@"
+exec pytest -ra --durations=25 "$@"  # the slowest tests: where the time budget goes

@@ -4,6 +4,8 @@ objects, conditions, SQL through Jobs, the namespaces and volumes they leave."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -121,6 +123,49 @@ def sql_job(cluster: harness.Cluster, namespace: str, host: str, database: str, 
             return bool(status.get("failed"))
         cluster.wait_for(failed, timeout=timeout, what=f"job {name} to fail")
     return cluster.job_logs(namespace, name)
+
+
+MIN_SECRET = 6  # shorter Secret values ("x", "app") would match by chance; so would a value
+# that equals a name in the manifests (a key called "old-password"): tests avoid those
+
+
+def secret_values(cluster: harness.Cluster, namespace: str) -> set[str]:
+    """Every value of every Secret in `namespace` (the passwords in use, bootstrap ones too)."""
+    values = set()
+    for secret in cluster.get("-n", namespace, "secrets")["items"]:
+        if secret.get("type") == "kubernetes.io/service-account-token":
+            continue
+        for encoded in (secret.get("data") or {}).values():
+            value = base64.b64decode(encoded).decode(errors="replace")
+            if len(value) >= MIN_SECRET:
+                values.add(value)
+    return values
+
+
+def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) -> list[str]:
+    """Where a Secret value of `namespace` appears (plain or base64) outside the Secrets: the
+    operator's log, its runner artifacts (beside the log), the namespace's Events, the
+    MySQL objects' status, and the specs of its pods, Deployments and Jobs."""
+    places: dict[str, str] = {"operator log": operator.log()}
+    runner_dir = operator.log_path.parent / "runner"
+    for path in sorted(runner_dir.rglob("*")) if runner_dir.exists() else []:
+        if path.is_file():
+            places[f"artifact {path.relative_to(runner_dir)}"] = path.read_text(errors="replace")
+    events = cluster.get("-n", namespace, "events")["items"]
+    places["events"] = json.dumps([[e.get("reason"), e.get("message")] for e in events], ensure_ascii=False)
+    objects = cluster.get("-n", namespace, "mysqls.otus.homework")["items"]
+    places["MySQL status"] = json.dumps([o.get("status") for o in objects], ensure_ascii=False)
+    for kind in ("pods", "deployments", "jobs"):
+        items = cluster.get("-n", namespace, kind)["items"]
+        places[f"{kind} specs"] = json.dumps([i.get("spec") for i in items], ensure_ascii=False)
+    found = []
+    for value in secret_values(cluster, namespace):
+        forms = {"plain": value, "base64": base64.b64encode(value.encode()).decode()}
+        for where, text in places.items():
+            found += [f"{form} Secret value sha256:{hashlib.sha256(value.encode()).hexdigest()[:8]} "
+                      f"({len(value)} chars) in {where}"
+                      for form, needle in forms.items() if needle in text]
+    return found
 
 
 def diagnostics(cluster: harness.Cluster, namespace: str, operator: harness.Operator | None) -> str:

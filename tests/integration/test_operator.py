@@ -230,10 +230,10 @@ def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator
     ns, name = op_namespace, server.name("rotate")
     host = f"{name}.{ns}.svc.cluster.local"
     old_login = f"old-login-{server.key}"
-    cluster.apply(oh.mysql_object(name, ns, password="old-password", image=server.image))
+    cluster.apply(oh.mysql_object(name, ns, password="previous-pw-1", image=server.image))
     oh.wait_successful(cluster, ns, name, operator)
     oh.wait_ready(cluster, ns, name)
-    cluster.kubectl("-n", ns, "create", "secret", "generic", old_login, "--from-literal=password=old-password")
+    cluster.kubectl("-n", ns, "create", "secret", "generic", old_login, "--from-literal=password=previous-pw-1")
     oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=old_login, image=server.image)
 
     cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p", '{"spec": {"password": "new-pass\'word"}}')
@@ -506,3 +506,14 @@ def test_an_object_of_the_previous_release_keeps_reconciling(
     assert "bootstrap-password" in cluster.get("-n", ns, "secret", f"{name}-credentials")["data"]
     printed = seed_exec(cluster, ns, seed_pod(cluster, ns, name), "SELECT id FROM kept;")
     assert printed.split() == ["id", "7"], printed
+
+
+def test_no_secret_appears_outside_its_secrets(cluster: harness.Cluster, op_namespace: str,
+                                              operator: harness.Operator) -> None:
+    """Last in the module, after the rotations, literal passwords and failures above: every
+    Secret value still in the namespace (passwords, bootstrap passwords, referenced Secrets)
+    appears nowhere but in its Secret: not in the operator's log, its runner artifacts, the
+    Events, the objects' status or any pod, Deployment or Job spec (plain or base64)."""
+    assert len(oh.secret_values(cluster, op_namespace)) > 0, "nothing to look for"
+    assert oh.leaks(cluster, op_namespace, operator) == []
+

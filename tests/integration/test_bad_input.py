@@ -1,0 +1,227 @@
+"""Bad input as a standing test (issue 15, item 6): a corpus of MySQL objects with wrong
+types, empty, huge and unicode strings, quotes and shell/Jinja/SQL metacharacters in every
+string field, bad quantities and identifiers, missing or conflicting password sources,
+references to a Secret or key that does not exist, and names at the length limits.
+
+Each object is either refused by the CRD schema with a message naming its field, or
+accepted; an accepted bad one gets a Failure condition and a Warning Event naming the field,
+an accepted good one (the names at the limits, metacharacters where the schema allows them)
+is reconciled. Nothing in any of them is executed (the metacharacters would create marker
+files on this host, where the operator and its Ansible runs are), and the operator keeps
+reconciling a good object created after the corpus.
+
+The accepted good objects run a real server (kube.MYSQL_IMAGE): the operator calls them
+Successful only once the server has taken the password. The refused ones and those the
+operator refuses use the local pause image: no server is ever started for them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import harness, kube
+from tests.integration import operator_harness as oh
+
+MARKER_DIR = Path("/tmp")
+MARKER = f"badinput-{uuid.uuid4().hex[:8]}"  # a file of this prefix would mean something ran
+
+
+def traps(tag: str) -> str:
+    """Shell, Jinja and SQL that would leave a marker file (or do worse) if executed."""
+    mark = MARKER_DIR / f"{MARKER}-{tag}"
+    return (f"$(touch {mark}-s)`touch {mark}-t`{{{{ lookup('pipe','touch {mark}-j') }}}}"
+            f"{{% raw %}}'; DROP TABLE x; -- \"")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One object of the corpus: how it differs from a good object, and what must happen."""
+
+    id: str
+    spec: dict[str, Any] = field(default_factory=dict)  # merged over a good spec; None deletes
+    name: str | None = None  # metadata.name (default: derived from id)
+    field: str = ""  # the field the refusal or the Failure must name
+    accepted: bool = False  # the schema lets it in
+    fails: bool = False  # accepted, then a Failure condition and Warning Event naming `field`
+
+    def body(self, namespace: str) -> dict[str, Any]:
+        spec: dict[str, Any] = {"image": kube.LOCAL_PAUSE_IMAGE, "database": "otus", "password": "good-pw",
+                                "storage_size": "1Gi"}
+        for key, value in self.spec.items():
+            if value is None:
+                spec.pop(key, None)
+            else:
+                spec[key] = value
+        return {"apiVersion": "otus.homework/v1", "kind": "MySQL",
+                "metadata": {"name": self.name or f"bad-{self.id}", "namespace": namespace}, "spec": spec}
+
+
+REF = "passwordSecretRef"
+REFUSED = [
+    # metadata.name: the Deployment, Service and volumes are named after it
+    Case("name-long", name="n" * 41, field="metadata.name"),
+    Case("name-upper", name="Bad-Name", field="metadata.name"),
+    Case("name-unicode", name="имя", field="metadata.name"),
+    Case("name-dash", name="-x", field="metadata.name"),
+    # image
+    Case("image-empty", {"image": ""}, field="spec.image"),
+    Case("image-huge", {"image": "i" * 513}, field="spec.image"),
+    Case("image-space", {"image": "mysql:8.4 && touch /tmp/x"}, field="spec.image"),
+    Case("image-int", {"image": 84}, field="spec.image"),
+    Case("image-list", {"image": ["mysql"]}, field="spec.image"),
+    Case("image-missing", {"image": None}, field="spec.image"),
+    # database
+    Case("db-empty", {"database": ""}, field="spec.database"),
+    Case("db-huge", {"database": "d" * 65}, field="spec.database"),
+    Case("db-sql", {"database": "x`; DROP DATABASE mysql; --"}, field="spec.database"),
+    Case("db-quote", {"database": "o'tus"}, field="spec.database"),
+    Case("db-dquote", {"database": 'o"tus'}, field="spec.database"),
+    Case("db-jinja", {"database": "{{7*7}}"}, field="spec.database"),
+    Case("db-shell", {"database": "$(touch /tmp/x)"}, field="spec.database"),
+    Case("db-traps", {"database": traps("db")}, field="spec.database"),
+    Case("db-unicode", {"database": "база"}, field="spec.database"),
+    Case("db-int", {"database": 42}, field="spec.database"),
+    Case("db-missing", {"database": None}, field="spec.database"),
+    # password sources
+    Case("pw-empty", {"password": ""}, field="spec.password"),
+    Case("pw-huge", {"password": "p" * 129}, field="spec.password"),
+    Case("pw-int", {"password": 1234}, field="spec.password"),
+    Case("pw-object", {"password": {"value": "x"}}, field="spec.password"),
+    Case("pw-both", {REF: {"name": "s"}}, field="spec"),
+    Case("pw-neither", {"password": None}, field="spec"),
+    Case("ref-string", {"password": None, REF: "secret-name"}, field=f"spec.{REF}"),
+    Case("ref-no-name", {"password": None, REF: {"key": "password"}}, field=f"spec.{REF}.name"),
+    Case("ref-name-empty", {"password": None, REF: {"name": ""}}, field=f"spec.{REF}.name"),
+    Case("ref-name-upper", {"password": None, REF: {"name": "Bad_Secret"}}, field=f"spec.{REF}.name"),
+    Case("ref-name-huge", {"password": None, REF: {"name": "s" * 254}}, field=f"spec.{REF}.name"),
+    Case("ref-name-traps", {"password": None, REF: {"name": traps("ref")}}, field=f"spec.{REF}.name"),
+    Case("ref-key-empty", {"password": None, REF: {"name": "s", "key": ""}}, field=f"spec.{REF}.key"),
+    Case("ref-key-space", {"password": None, REF: {"name": "s", "key": "a b"}}, field=f"spec.{REF}.key"),
+    Case("ref-key-jinja", {"password": None, REF: {"name": "s", "key": "{{x}}"}}, field=f"spec.{REF}.key"),
+    # quantities
+    Case("size-word", {"storage_size": "lots"}, field="spec.storage_size"),
+    Case("size-empty", {"storage_size": ""}, field="spec.storage_size"),
+    Case("size-space", {"storage_size": "1 Gi"}, field="spec.storage_size"),
+    Case("size-negative", {"storage_size": "-1Gi"}, field="spec.storage_size"),
+    Case("size-shell", {"storage_size": "1Gi;rm -rf /"}, field="spec.storage_size"),
+    Case("size-int", {"storage_size": 1}, field="spec.storage_size"),
+    Case("size-missing", {"storage_size": None}, field="spec.storage_size"),
+    Case("class-empty", {"storage_class": ""}, field="spec.storage_class"),
+    Case("class-upper", {"storage_class": "Fast_SSD"}, field="spec.storage_class"),
+    Case("class-traps", {"storage_class": traps("class")}, field="spec.storage_class"),
+]
+ACCEPTED = [
+    # names and values at their limits, and metacharacters where the schema allows them
+    # one object (one server): a name, a database and a password at their length limits, the
+    # password with unicode, quotes, `$(...)`, backquotes, {{ }} and SQL, the database with $
+    Case("limits", name="l" * 40, accepted=True, spec={
+        "image": kube.MYSQL_IMAGE, "database": ("$otus-db-" + "d" * 64)[:64],
+        "password": ("пароль-密码-🔑" + traps("pw")).ljust(128, "p")[:128]}),
+    # accepted by the schema, refused by the operator
+    Case("db-underscores", {"database": "o_t_u_s" * 9}, field="spec.database", accepted=True, fails=True),
+    Case("ref-missing", {"password": None, REF: {"name": "no-such-secret"}},
+         field=f"spec.{REF}", accepted=True, fails=True),
+    Case("ref-key-missing", {"password": None, REF: {"name": "has-other-key", "key": "password"}},
+         field=f"spec.{REF}", accepted=True, fails=True),
+    Case("ref-key-empty-value", {"password": None, REF: {"name": "has-empty-value"}},
+         field=f"spec.{REF}", accepted=True, fails=True),
+]
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(REFUSED) + len(ACCEPTED) >= 40
+
+
+@pytest.fixture(scope="module")
+def bad_namespace(cluster: harness.Cluster) -> Iterator[str]:
+    name = cluster.create_namespace(f"bad-{uuid.uuid4().hex[:8]}")
+    yield name
+    oh.remove_namespace(cluster, name)
+
+
+@pytest.fixture(scope="module")
+def bad_operator(cluster: harness.Cluster, bad_namespace: str,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
+    oh.install_crd(cluster)
+    running = oh.start_operator(cluster, bad_namespace, tmp_path_factory.mktemp("bad-operator"))
+    try:
+        yield running
+    finally:
+        running.stop()
+        # The accepted objects never had a server to back up: their finalizers go with the operator.
+        for name in cluster.kubectl("-n", bad_namespace, "get", "mysqls.otus.homework", "-o", "name",
+                                    check=False).stdout.split():
+            cluster.kubectl("-n", bad_namespace, "patch", name, "--type=merge",
+                            "-p", '{"metadata":{"finalizers":null}}', check=False)
+
+
+def executed() -> list[str]:
+    return sorted(str(p) for p in MARKER_DIR.glob(f"{MARKER}*"))
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=lambda c: c.id)
+def test_the_schema_refuses_naming_the_field(cluster: harness.Cluster, bad_namespace: str, case: Case) -> None:
+    oh.install_crd(cluster)
+    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps(case.body(bad_namespace)),
+                           check=False)
+    assert done.returncode != 0, f"accepted: {case}"
+    assert case.field in done.stderr, done.stderr
+    assert executed() == []
+
+
+def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
+        cluster: harness.Cluster, bad_namespace: str, bad_operator: harness.Operator) -> None:
+    ns = bad_namespace
+    cluster.kubectl("-n", ns, "create", "secret", "generic", "has-other-key", "--from-literal=other=x")
+    cluster.kubectl("-n", ns, "create", "secret", "generic", "has-empty-value", "--from-literal=password=")
+    for case in ACCEPTED:
+        cluster.apply(json.dumps(case.body(ns)))
+
+    def settled(case: Case) -> dict[str, Any] | None:
+        obj = cluster.get("-n", ns, "mysqls.otus.homework", case.body(ns)["metadata"]["name"])
+        want = "Failure" if case.fails else "Successful"
+        cond = oh.condition(obj, want)
+        return obj if cond and cond["status"] == "True" else None
+
+    def all_settled() -> bool:
+        if not bad_operator.alive():
+            raise AssertionError(f"the operator exited:\n{bad_operator.log()[-6000:]}")
+        return all(settled(case) for case in ACCEPTED)
+
+    cluster.wait_for(all_settled, timeout=900, what="every accepted object to be reconciled or refused",
+                     interval=3)
+    for case in ACCEPTED:
+        name = case.body(ns)["metadata"]["name"]
+        obj = settled(case)
+        assert obj is not None
+        if case.fails:
+            failure = oh.condition(obj, "Failure")
+            assert failure is not None and case.field in failure["message"], (case.id, failure)
+            warnings = [e["message"] for e in oh.warnings_about(cluster, ns, name)]
+            assert any(case.field in m for m in warnings), (case.id, warnings)
+        else:
+            deployment = cluster.get("-n", ns, "deployment", name)
+            assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == case.body(ns)["spec"]["image"]
+    assert executed() == [], "something in the corpus was executed"
+
+    # The operator is still healthy: a good object created after the corpus converges.
+    good = Case("after", {"image": kube.MYSQL_IMAGE}, name="good-after")
+    cluster.apply(json.dumps(good.body(ns)))
+    oh.wait_successful(cluster, ns, "good-after", bad_operator, timeout=300)
+    assert bad_operator.alive()
+    assert executed() == []
+
+
+def test_no_secret_appears_outside_its_secrets(cluster: harness.Cluster, bad_namespace: str,
+                                              bad_operator: harness.Operator) -> None:
+    """Issue 15, item 7, for this module's objects: the passwords (and the generated
+    bootstrap passwords) are in their Secrets only."""
+    found = len(oh.secret_values(cluster, bad_namespace))  # a count: the values stay unprinted
+    assert found >= 4, f"{found} Secret values: expected the password and bootstrap password of two servers"
+    assert oh.leaks(cluster, bad_namespace, bad_operator) == []
