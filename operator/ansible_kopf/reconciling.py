@@ -5,7 +5,8 @@ One reconcile (or finalization) of one object, from lock to status:
 2. read the object fresh (a queued run must not use a stale spec or status); if it is gone,
    or is being deleted and this is not the finalizer's run, there is nothing to do;
 3. mark ``Running`` if the status does not report this generation yet (:mod:`status`);
-4. run the role or playbook (:mod:`runner`) with the object's variables (:mod:`extravars`);
+4. run the role or playbook (:mod:`runner`) with the object's variables (:mod:`extravars`),
+   and log what it did (:mod:`summary`: a sentence, and a line of fields for programs);
 5. read the status again (the role may have written to it) and write the outcome to
    ``.status``: only what changed, nothing if nothing did.
 
