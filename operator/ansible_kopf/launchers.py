@@ -64,8 +64,6 @@ class Cancellation:
 class Launcher(abc.ABC):
     """Starts and stops the process of each run; one per operator."""
 
-    name: str
-
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Around one run, from before its preparation until it has ended."""
@@ -79,10 +77,18 @@ class Launcher(abc.ABC):
     def prepare(self, config: Any) -> None:
         """Adapt ansible-runner's prepared ``RunnerConfig`` before the run starts."""
 
-    @abc.abstractmethod
     def cancel(self, requested: threading.Event | None,
                controller: Callable[[], int | None]) -> Cancellation:
-        """The run's ``cancel_callback`` (``controller``: ansible-playbook's pid, or None)."""
+        """
+        The run's ``cancel_callback``. ``controller`` gives ``ansible-playbook``'s pid
+        (from its events; None before the first), the process that gets the SIGTERM.
+        Cold, that is the process ansible-runner spawned. Warm, ansible-runner spawned the
+        client, and ``ansible-playbook`` is the server's forked child, which leads its own
+        session: it gets the SIGTERM directly; if it has not ended after the grace period,
+        ansible-runner's SIGKILL ends the client, and the server, seeing its client gone,
+        SIGTERMs and later SIGKILLs the child's process group.
+        """
+        return Cancellation(requested, controller)
 
     def close(self) -> None:  # noqa: B027  (nothing to do unless a launcher holds processes)
         """The operator stops: nothing of the launcher's is left running."""
@@ -91,27 +97,15 @@ class Launcher(abc.ABC):
 class Cold(Launcher):
     """ansible-runner spawns ``ansible-playbook``; modules run in a fresh ``python``."""
 
-    name = 'cold'
-
     def interpreter(self) -> str:
         return sys.executable
 
     def prepare(self, config: Any) -> None:
         """Nothing: ansible-runner's command is ``ansible-playbook`` itself."""
 
-    def cancel(self, requested: threading.Event | None,
-               controller: Callable[[], int | None]) -> Cancellation:
-        """
-        The process ansible-runner spawned is ``ansible-playbook``, whose pid its events
-        report (``controller``).
-        """
-        return Cancellation(requested, controller)
-
 
 class Warm(Launcher):
     """Runs forked by the warm servers of ``servers`` (see :mod:`ansible_kopf.warm`)."""
-
-    name = 'warm'
 
     def __init__(self, servers: pool.Pool) -> None:
         self.pool = servers
@@ -127,18 +121,6 @@ class Warm(Launcher):
     def prepare(self, config: Any) -> None:
         """The same run, but its command is the client of a playbook server."""
         config.command = self.pool.command(config.command, config.env)
-
-    def cancel(self, requested: threading.Event | None,
-               controller: Callable[[], int | None]) -> Cancellation:
-        """
-        The process ansible-runner spawned is the client; ``ansible-playbook`` is the
-        server's forked child, the process that reports its pid in the events
-        (``controller``) and leads its own session, so it gets the SIGTERM directly. If
-        it has not ended after the grace period, ansible-runner's SIGKILL ends the
-        client, and the server, seeing its client gone, SIGTERMs and later SIGKILLs the
-        child's process group.
-        """
-        return Cancellation(requested, controller)
 
     def close(self) -> None:
         self.pool.close()
