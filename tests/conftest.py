@@ -13,10 +13,11 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests import harness
+from tests import figures, harness
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,6 +28,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = yield
     setattr(item, "rep_" + report.when, report)
     return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The figures of the fault, bad-input and leak-scan tests (tests/figures.py)."""
+    if figures.line():
+        terminalreporter.write_line(figures.line())
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,12 @@ What is kept:
   the default);
 * the failure that ended the run: task name and ``res.msg`` of the last
   ``runner_on_failed`` (not ignored) or ``runner_on_unreachable`` event. Failures that a
-  ``rescue:`` recovered from do not fail the run and are not reported.
+  ``rescue:`` recovered from do not fail the run and are not reported. An API server's
+  error response that a module put in its message (kubernetes.core's ``Failed to create
+  object: {"kind":"Status",...}``, JSON with escaped quotes, or the repr of its bytes) is
+  replaced by the response's own message, reason and code: ``configmaps "x" is forbidden:
+  User "system:serviceaccount:ns:sa" cannot get resource "configmaps" ...`` is what a user
+  needs to read, and the status line and headers of the client's exception are dropped.
 
 **no_log**: ansible-runner's callback replaces the result (``res``) of a ``no_log`` task
 with ``{"censored": ...}`` inside the Ansible process, but ansible-core 2.19 still prints
@@ -31,9 +36,11 @@ result, which no longer says which), failures at WARNING with the message; ``Eve
 also logs the text Ansible printed for every event; ``Nothing`` logs nothing.
 The variables passed to the run are never logged.
 """
+import ast
 import dataclasses
 import json
 import logging
+import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
@@ -41,6 +48,12 @@ from ansible_kopf import constants
 
 FAILED_EVENTS: Final = frozenset({'runner_on_failed', 'runner_on_unreachable'})
 UNKNOWN_FAILURE: Final = 'unknown playbook failure'
+# Where an API error body may start in a message: JSON, or the repr of its bytes.
+_BODY_START: Final = re.compile(r"""b'(?=\{)|b"(?=\{)|\{""")
+_BYTES_LITERAL: Final = re.compile(r"b'(?:[^'\\]|\\.)*'" r'|b"(?:[^"\\]|\\.)*"', re.DOTALL)
+# What the kubernetes client's exceptions print before the body: status, reason, headers.
+_EXCEPTION_DUMP: Final = re.compile(
+    r'\(?\d{3}\)?\nReason: [^\n]*\n(?:HTTP response headers: [^\n]*\n)?HTTP response body: $')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +92,57 @@ def failure_message(res: Any) -> str:
     message = res.get('msg') or res.get('censored') or res.get('stderr') or res.get('reason')
     if not message:
         return UNKNOWN_FAILURE
-    text = message if isinstance(message, str) else json.dumps(message, default=str)
+    text = api_errors(message if isinstance(message, str) else json.dumps(message, default=str))
     for item in res.get('results') or ():
         if isinstance(item, Mapping) and item.get('failed') and item.get('msg'):
             return f"{text}: {failure_message(item)}"
     return text
+
+
+def api_errors(text: str) -> str:
+    """``text`` with each API error body in it (a ``Status``, see the module's docstring)
+    replaced by ``<its message> (<reason>, HTTP <code>)``; other text is kept as it is."""
+    if 'Status' not in text:
+        return text
+    pieces: list[str] = []
+    done = position = 0
+    while (match := _BODY_START.search(text, position)) is not None:
+        decoded = _decode(text, match.start())
+        if decoded is None:
+            position = match.end()
+            continue
+        body, end = decoded
+        position = end  # a JSON object that is not a Status: not into it again
+        readable = _status_text(body)
+        if readable is None:
+            continue
+        pieces += [_EXCEPTION_DUMP.sub('', text[done:match.start()]), readable]
+        done = position = end + 1 if text.startswith('\n', end) else end
+    if not pieces:
+        return text
+    return ''.join([*pieces, text[done:]])
+
+
+def _decode(text: str, start: int) -> tuple[Any, int] | None:
+    """The JSON value at ``start`` (JSON text or a bytes literal of it) and where it ends."""
+    try:
+        if text.startswith('{', start):
+            return json.JSONDecoder().raw_decode(text, start)
+        literal = _BYTES_LITERAL.match(text, start)
+        if literal is None:
+            return None
+        return json.loads(ast.literal_eval(literal.group())), literal.end()
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _status_text(body: Any) -> str | None:
+    """``<message> (<reason>, HTTP <code>)`` of a ``Status`` object, else ``None``."""
+    if not isinstance(body, Mapping) or body.get('kind') != 'Status' or not body.get('message'):
+        return None
+    details = [str(body['reason'])] if body.get('reason') else []
+    details += [f"HTTP {body['code']}"] if body.get('code') else []
+    return f"{body['message']} ({', '.join(details)})" if details else str(body['message'])
 
 
 def censored(res: Any) -> bool:

@@ -5,16 +5,19 @@ objects, conditions, SQL through Jobs, the namespaces and volumes they leave."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests import harness, kube
+from tests import figures, harness, kube
 
 REPO = harness.REPO
 MYSQL_IMAGE = kube.MYSQL_IMAGE
@@ -34,11 +37,45 @@ class Server:
         return f"{base}-{self.key[:2]}"
 
 
+SESSION_VAR = "OTUS_TEST_SESSION"  # in a test operator's environment: the pytest process that started it
+_orphans_stopped = False
+
+
+def stop_orphaned_operators() -> list[int]:
+    """Stop the operators a killed test run left behind (each runs in a session of its own,
+    so it outlives pytest): processes on this host whose SESSION_VAR names a process that
+    is gone. Their whole process group goes (the operator, its Ansible runs); their warm
+    servers follow their parent. Returns the pids stopped."""
+    stopped = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        starter = next((v.split(b"=", 1)[1] for v in environ if v.startswith(SESSION_VAR.encode() + b"=")), b"")
+        if not starter.isdigit() or int(starter) == os.getpid() or Path(f"/proc/{int(starter)}").exists():
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(os.getpgid(int(entry.name)), signal.SIGKILL)
+            stopped.append(int(entry.name))
+    return stopped
+
+
 def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
-                   watches: Path | None = None) -> harness.Operator:
-    """The operator watching `namespace`, its runner artifacts and log (operator.log) in `workdir`."""
+                   watches: Path | None = None, start: bool = True) -> harness.Operator:
+    """The operator watching `namespace`, its runner artifacts and log (operator.log) in
+    `workdir`; running unless `start` is false."""
+    global _orphans_stopped  # noqa: PLW0603 - once per test session
+    if not _orphans_stopped:
+        stopped = stop_orphaned_operators()
+        if stopped:
+            print(f"stopped {len(stopped)} operator processes a killed test run left: {stopped}")
+        _orphans_stopped = True
     env = dict(os.environ)
     env.update({
+        SESSION_VAR: str(os.getpid()),
         "KUBECONFIG": cluster.kubeconfig,
         "WATCH_NAMESPACE": namespace,
         "WATCHES_FILE": str(watches or REPO / "watches.yaml"),
@@ -46,14 +83,43 @@ def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
         "PYTHONPATH": str(REPO / "operator"),
     })
     operator = harness.Operator(log_path=workdir / "operator.log", env=env)
-    operator.start()
+    if start:
+        operator.start()
     return operator
+
+
+@contextlib.contextmanager
+def module_namespace(cluster: harness.Cluster, prefix: str) -> Iterator[str]:
+    """A namespace `<prefix>-<random>` for one test module, removed (remove_namespace) after."""
+    name = cluster.create_namespace(f"{prefix}-{uuid.uuid4().hex[:8]}")
+    try:
+        yield name
+    finally:
+        remove_namespace(cluster, name)
+
+
+@contextlib.contextmanager
+def operator_in(cluster: harness.Cluster, namespace: str, workdir: Path) -> Iterator[harness.Operator]:
+    """The CRD installed and the operator running on `namespace` (start_operator), stopped
+    after; the objects go with the namespace (remove_namespace drops their finalizers)."""
+    install_crd(cluster)
+    running = start_operator(cluster, namespace, workdir)
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 def remove_namespace(cluster: harness.Cluster, namespace: str) -> None:
     """Delete `namespace` and what the mysql role keeps outside it: the PersistentVolumes
     labelled with it (the backup volume outlives its object by design) and, when the local
-    cluster runs (its node is this host), their directories. Drop finalizers before."""
+    cluster runs (its node is this host), their directories. The MySQL objects' finalizers
+    are dropped first (no operator runs any more; a backup of test data is not wanted), so
+    the namespace goes now, and so does one a killed run left Terminating."""
+    for name in cluster.kubectl("-n", namespace, "get", "mysqls.otus.homework", "-o", "name",
+                                check=False).stdout.split():
+        cluster.kubectl("-n", namespace, "patch", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
+                        check=False)
     cluster.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=180s", check=False, timeout=200)
     cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-namespace={namespace}", "--wait=false",
                     check=False)
@@ -145,11 +211,22 @@ def secret_values(cluster: harness.Cluster, namespace: str) -> set[str]:
 def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) -> list[str]:
     """Where a Secret value of `namespace` appears (plain or base64) outside the Secrets: the
     operator's log, its runner artifacts (beside the log), the namespace's Events, the
-    MySQL objects' status, and the specs of its pods, Deployments and Jobs."""
+    MySQL objects' status, and the specs of its pods, Deployments and Jobs. A run's input
+    (env/extravars) counts only once the operator has stopped: while it runs, the file of a
+    run in progress must merely be private to its owner."""
     places: dict[str, str] = {"operator log": operator.log()}
     runner_dir = operator.log_path.parent / "runner"
+    found = []
     for path in sorted(runner_dir.rglob("*")) if runner_dir.exists() else []:
-        if path.is_file():
+        if not path.is_file():
+            continue
+        with contextlib.suppress(FileNotFoundError):  # a run ended, or its artifacts rotated away
+            if path.name == "extravars" and path.parent.name == "env" and operator.alive():
+                # The input of a run in progress (the whole object: runner.py), mode 0600 and
+                # removed when the run ends; once the operator has stopped it must be gone.
+                if path.stat().st_mode & 0o077:
+                    found.append(f"{path.relative_to(runner_dir)} is readable by others than its owner")
+                continue
             places[f"artifact {path.relative_to(runner_dir)}"] = path.read_text(errors="replace")
     events = cluster.get("-n", namespace, "events")["items"]
     places["events"] = json.dumps([[e.get("reason"), e.get("message")] for e in events], ensure_ascii=False)
@@ -158,13 +235,14 @@ def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) 
     for kind in ("pods", "deployments", "jobs"):
         items = cluster.get("-n", namespace, kind)["items"]
         places[f"{kind} specs"] = json.dumps([i.get("spec") for i in items], ensure_ascii=False)
-    found = []
     for value in secret_values(cluster, namespace):
         forms = {"plain": value, "base64": base64.b64encode(value.encode()).decode()}
         for where, text in places.items():
             found += [f"{form} Secret value sha256:{hashlib.sha256(value.encode()).hexdigest()[:8]} "
                       f"({len(value)} chars) in {where}"
                       for form, needle in forms.items() if needle in text]
+    figures.add("leak scans")
+    figures.add("leaks found", len(found))
     return found
 
 

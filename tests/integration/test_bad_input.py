@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests import harness, kube
+from tests import figures, harness, kube
 from tests.integration import operator_harness as oh
 
 MARKER_DIR = Path("/tmp")
@@ -118,11 +118,12 @@ REFUSED = [
 ]
 ACCEPTED = [
     # names and values at their limits, and metacharacters where the schema allows them
-    # one object (one server): a name, a database and a password at their length limits, the
-    # password with unicode, quotes, `$(...)`, backquotes, {{ }} and SQL, the database with $
-    Case("limits", name="l" * 40, accepted=True, spec={
-        "image": kube.MYSQL_IMAGE, "database": ("$otus-db-" + "d" * 64)[:64],
-        "password": ("пароль-密码-🔑" + traps("pw")).ljust(128, "p")[:128]}),
+    # one object per server image: a name, a database and a password at their length limits,
+    # the password with unicode, quotes, `$(...)`, backquotes, {{ }} and SQL, the database with $
+    *(Case(f"limits-{key}", name=f"{key}-".ljust(40, "l"), accepted=True, spec={
+        "image": image, "database": ("$otus-db-" + "d" * 64)[:64],
+        "password": ("пароль-密码-🔑" + traps("pw")).ljust(128, "p")[:128]})
+      for key, image in sorted(kube.SERVER_IMAGES.items())),
     # accepted by the schema, refused by the operator
     Case("db-underscores", {"database": "o_t_u_s" * 9}, field="spec.database", accepted=True, fails=True),
     Case("ref-missing", {"password": None, REF: {"name": "no-such-secret"}},
@@ -140,25 +141,15 @@ def test_the_corpus_is_large_enough() -> None:
 
 @pytest.fixture(scope="module")
 def bad_namespace(cluster: harness.Cluster) -> Iterator[str]:
-    name = cluster.create_namespace(f"bad-{uuid.uuid4().hex[:8]}")
-    yield name
-    oh.remove_namespace(cluster, name)
+    with oh.module_namespace(cluster, "bad") as name:
+        yield name
 
 
 @pytest.fixture(scope="module")
 def bad_operator(cluster: harness.Cluster, bad_namespace: str,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    oh.install_crd(cluster)
-    running = oh.start_operator(cluster, bad_namespace, tmp_path_factory.mktemp("bad-operator"))
-    try:
+    with oh.operator_in(cluster, bad_namespace, tmp_path_factory.mktemp("bad-operator")) as running:
         yield running
-    finally:
-        running.stop()
-        # The accepted objects never had a server to back up: their finalizers go with the operator.
-        for name in cluster.kubectl("-n", bad_namespace, "get", "mysqls.otus.homework", "-o", "name",
-                                    check=False).stdout.split():
-            cluster.kubectl("-n", bad_namespace, "patch", name, "--type=merge",
-                            "-p", '{"metadata":{"finalizers":null}}', check=False)
 
 
 def executed() -> list[str]:
@@ -173,6 +164,7 @@ def test_the_schema_refuses_naming_the_field(cluster: harness.Cluster, bad_names
     assert done.returncode != 0, f"accepted: {case}"
     assert case.field in done.stderr, done.stderr
     assert executed() == []
+    figures.add("bad inputs refused")
 
 
 def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
@@ -205,9 +197,11 @@ def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
             assert failure is not None and case.field in failure["message"], (case.id, failure)
             warnings = [e["message"] for e in oh.warnings_about(cluster, ns, name)]
             assert any(case.field in m for m in warnings), (case.id, warnings)
+            figures.add("bad inputs refused")
         else:
             deployment = cluster.get("-n", ns, "deployment", name)
             assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == case.body(ns)["spec"]["image"]
+            figures.add("bad inputs reconciled")
     assert executed() == [], "something in the corpus was executed"
 
     # The operator is still healthy: a good object created after the corpus converges.

@@ -1,74 +1,126 @@
-"""Faults as standing tests (issue 15, items 1 and 3): one object per server image goes
-through create, password rotation, delete (with its backup) and re-creation (with its
-restore). The operator is SIGKILLed at a random moment of the create, of the rotation and
-while the backup Jobs run, and started again 5 s later; the API server is frozen
-(SIGSTOP) for 30 s during the delete and during the re-create. After each stage every object
-converges, has exactly one of each child, no Job is left running and no temporary Secret
-is left behind, and no row is lost: 100 rows plus one marker row per stage are counted.
+"""Faults as standing tests (issue 15, items 1 to 5): one object per server image goes
+through create, password rotation, image change, three deletes (each with its backup) and
+three re-creations (each with its restore), and a fault strikes every stage:
+- the operator SIGKILLed at a random moment of the create, the rotation, the image change and
+  while the backup Jobs run, right after a delete (before its backup Job) and right after
+  the backup Jobs completed (before they are recorded), and started again 5 s later;
+- a second operator running at once on the same objects (leader election bypassed) through
+  the image change, a delete and a re-create;
+- the API server frozen (SIGSTOP) for 30 s during a delete and a re-create;
+- the server killed (its process SIGKILLed, its pod force-deleted) while the backup Job's
+  dump runs and while the restore Job's load runs;
+- the backup volume full (a small tmpfs the test fills) when the object is deleted.
+After each stage every object converges, has exactly one of each child, no Job is left
+running and no temporary Secret or partial backup is left behind, and no row is lost: the
+rows plus one marker row per stage are counted, and a backup is only ever recorded when it
+is complete.
+
+What leader election prevents, and what races without it (stage 3): with one leader, runs of
+one object never overlap. Two operators run the same role on the same object at once; what
+the roles make safe: every write is an idempotent apply of a fixed name, the password
+rotation is keyed on a digest, a restore is recorded once; what still races: the deletion's
+backup Job (the second operator replaces the first one's Job by its own, so the record names
+the file of the Job that completed, not the file a run chose), duplicated Events, and status
+written twice (last writer wins, both write the same).
 
 What is asserted are outcomes (rows, objects, conditions), never timings: the waits are
 bounds for a failure message, not targets. The random moments are printed, so a failure
-can be replayed (`FAULTS_SEED`)."""
+can be replayed (`FAULTS_SEED`). Server kills and the full disk need the local cluster (its
+node is this host: the test finds the server and the dump in /proc and mounts the tmpfs).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests import harness, kube
+from tests import figures, harness, kube
 from tests.integration import operator_harness as oh
 
 SEED = int(os.environ.get("FAULTS_SEED", str(random.randrange(1 << 30))))
 ROWS = 100
+BIG_ROWS = 1 << 17  # rows of 200 bytes: a dump of about 27 MB, long enough to kill a server in
 FREEZE = 30.0  # seconds the API server stays stopped
 RESTART_AFTER = 5.0  # seconds between the operator's SIGKILL and its next start
 SERVERS = [oh.Server(key=key, image=image) for key, image in sorted(kube.SERVER_IMAGES.items())]
+# A second name of each local image, as official images have several tags for one build
+# (mysql:8.4 and mysql:8.4.3): the image change rolls the server without changing its software.
+ALIASES = {"localhost/mariadb:10.11-bookworm": "localhost/mariadb:10.11",
+           "localhost/mysql:9.7-debian": "localhost/mysql:9.7"}
+SERVER_COMMANDS = {"mysqld", "mariadbd"}
+FULL_DISK_HEADROOM = 64 << 20  # bytes of the tmpfs beyond the backups already on it
+FULL_DISK_LEFT = 16 << 10  # bytes the filler leaves free: the dump starts, then hits ENOSPC
 
 
 class Stats:
-    """The figures the module prints at its end."""
+    """The figures the module prints at its end (and tests/conftest.py in the suite's summary)."""
 
     kills = 0
+    server_kills = 0
     freezes = 0
+    full_disks = 0
     converged = 0
     rows_checked = 0
 
 
 @pytest.fixture(scope="module")
 def fault_namespace(cluster: harness.Cluster) -> Iterator[str]:
-    name = cluster.create_namespace(f"fault-{uuid.uuid4().hex[:8]}")
-    yield name
-    oh.remove_namespace(cluster, name)
+    unmount_stale_fillers()
+    with oh.module_namespace(cluster, "fault") as name:
+        try:
+            yield name
+        finally:
+            for mount in tmpfs_mounts(oh.HOSTPATH_BASE / "backups" / name):
+                unmount(mount)
 
 
 @pytest.fixture(scope="module")
 def fault_operator(cluster: harness.Cluster, fault_namespace: str,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    oh.install_crd(cluster)
-    running = oh.start_operator(cluster, fault_namespace, tmp_path_factory.mktemp("fault-operator"))
-    try:
+    with oh.operator_in(cluster, fault_namespace, tmp_path_factory.mktemp("fault-operator")) as running:
         yield running
-    finally:
-        if not running.alive():
-            running.start()
-        cluster.kubectl("-n", fault_namespace, "delete", "mysqls.otus.homework", "--all", "--timeout=300s",
-                        check=False, timeout=330)
-        running.stop()
-        print(f"\nfaults (seed {SEED}): {Stats.kills} operator kills and {Stats.freezes} API server freezes "
-              f"survived, {Stats.converged} object convergences, {Stats.rows_checked} rows checked")
+    figures.add("operator kills survived", Stats.kills)
+    figures.add("server kills survived", Stats.server_kills)
+    figures.add("API server freezes survived", Stats.freezes)
+    figures.add("full backup volumes survived", Stats.full_disks)
+    figures.add("objects converged", Stats.converged)
+    figures.add("rows checked", Stats.rows_checked)
+    print(f"\nfaults (seed {SEED}): {Stats.kills} operator kills, {Stats.server_kills} server kills, "
+          f"{Stats.freezes} API server freezes and {Stats.full_disks} full backup volumes survived, "
+          f"{Stats.converged} object convergences, {Stats.rows_checked} rows checked")
 
+
+@pytest.fixture(scope="module")
+def second_operator(cluster: harness.Cluster, fault_namespace: str,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
+    """Another operator on the same namespace, not started yet (the test starts and stops it)."""
+    other = oh.start_operator(cluster, fault_namespace, tmp_path_factory.mktemp("second-operator"), start=False)
+    try:
+        yield other
+    finally:
+        other.stop()
+
+
+# --- faults ------------------------------------------------------------------------------------
 
 def kill_at_random(operator: harness.Operator, rng: random.Random, what: str) -> None:
-    """SIGKILL the operator (its whole process group) 0.3-4 s from now, then start it again."""
-    delay = rng.uniform(0.3, 4.0)
+    """SIGKILL the operator 0.3-4 s from now (kill_operator)."""
+    kill_operator(operator, what, rng.uniform(0.3, 4.0))
+
+
+def kill_operator(operator: harness.Operator, what: str, delay: float = 0.0) -> None:
+    """SIGKILL the operator (its whole process group) `delay` s from now, then start it again."""
     print(f"  killing the operator {delay:.2f}s into {what}")
     time.sleep(delay)
     os.killpg(operator.pid, signal.SIGKILL)
@@ -98,6 +150,147 @@ def freeze_apiserver(what: str) -> None:
     Stats.freezes += 1
 
 
+def processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, argv) of every process on this host (the local cluster's node)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            yield int(entry.name), [arg.decode(errors="replace") for arg in argv if arg]
+
+
+def client_of(argv: list[str], host: str, program: str) -> bool:
+    """Whether `argv` is `program` (mysql, mysqldump) connecting to `host` (the scripts' -h)."""
+    return bool(argv) and Path(argv[0]).name == program and host in argv
+
+
+def server_pid(pod: dict[str, Any]) -> int | None:
+    """The server process of `pod` on this host: mysqld/mariadbd in the pod's cgroup."""
+    uid = pod["metadata"]["uid"]
+    for pid, _ in processes():
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue
+        if comm in SERVER_COMMANDS and (uid in cgroup or uid.replace("-", "_") in cgroup):
+            return pid
+    return None
+
+
+def server_pod(cluster: harness.Cluster, ns: str, name: str) -> dict[str, Any] | None:
+    """The object's running server pod, if it has exactly one."""
+    pods = [p for p in cluster.get("-n", ns, "pods", "-l", f"app={name}")["items"]
+            if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Running"]
+    return dict(pods[0]) if len(pods) == 1 else None
+
+
+def kill_server_during(cluster: harness.Cluster, ns: str, name: str, program: str, *,
+                       in_progress: Callable[[int], str], timeout: float = 600) -> str:
+    """Wait until `program` (a Job's client) runs against the object's Service and
+    `in_progress(pid)` says it is mid-way, then SIGKILL the server process (it dies mid-
+    statement) and force-delete its pod; return what was seen at the kill. The server pod
+    is looked up ahead (kubectl is slow next to a dump), its process in /proc at the kill."""
+    host = f"{name}.{ns}.svc.cluster.local"
+    deadline = time.monotonic() + timeout
+    pod, looked_up = None, 0.0
+    while time.monotonic() < deadline:
+        if pod is None or time.monotonic() - looked_up > 5:
+            pod, looked_up = server_pod(cluster, ns, name), time.monotonic()
+        for pid, argv in processes():
+            if pod is None or not client_of(argv, host, program) or "-e" in argv or not in_progress(pid):
+                continue
+            server = server_pid(pod)
+            seen = in_progress(pid)  # again, right before the kill: still mid-way
+            if server is None or not seen:
+                break  # the pod was replaced (look it up again) or the client is done
+            os.kill(server, signal.SIGKILL)
+            cluster.kubectl("-n", ns, "delete", "pod", pod["metadata"]["name"], "--grace-period=0", "--force",
+                            "--wait=false", check=False)
+            Stats.server_kills += 1
+            return seen
+        time.sleep(0.02)
+    raise AssertionError(f"{program} never ran against {host} mid-way within {timeout:.0f}s")
+
+
+def backup_dir(ns: str, name: str) -> Path:
+    return oh.HOSTPATH_BASE / "backups" / ns / name
+
+
+def dump_in_progress(ns: str, name: str) -> Callable[[int], str]:
+    """For kill_server_during: a partial dump file that already holds rows."""
+    def check(pid: int) -> str:
+        for partial in backup_dir(ns, name).glob(".*.partial"):
+            size = partial.stat().st_size if partial.exists() else 0
+            if size > 1 << 18 and Path(f"/proc/{pid}").exists():
+                return f"{partial.name} at {size} bytes"
+        return ""
+    return check
+
+
+def load_in_progress(ns: str, name: str) -> Callable[[int], str]:
+    """For kill_server_during: the restore's client has read part of the backup file."""
+    def check(pid: int) -> str:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/0")
+            info = Path(f"/proc/{pid}/fdinfo/0").read_text()
+        except OSError:
+            return ""
+        position = int(next(line.split()[1] for line in info.splitlines() if line.startswith("pos:")))
+        size = (backup_dir(ns, name) / Path(target).name).stat().st_size
+        return f"{Path(target).name} at {position} of {size} bytes" if 1 << 20 < position < size - (1 << 20) else ""
+    return check
+
+
+# --- the full backup volume --------------------------------------------------------------------
+
+def tmpfs_mounts(under: Path) -> list[Path]:
+    mounts = [Path(line.split()[1]) for line in Path("/proc/mounts").read_text().splitlines()
+              if line.split()[2] == "tmpfs"]
+    return [m for m in mounts if m == under or under in m.parents]
+
+
+def unmount(mount: Path) -> None:
+    """Unmount a tmpfs over a backup directory, keeping its files (copied to the real one)."""
+    saved = Path(f"{mount}.saved-{uuid.uuid4().hex[:6]}")
+    shutil.copytree(mount, saved, ignore=shutil.ignore_patterns("filler"))
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+    for item in saved.iterdir():
+        shutil.move(str(item), str(mount / item.name))
+    saved.rmdir()
+
+
+def unmount_stale_fillers() -> None:
+    """A killed run leaves its tmpfs over a backup directory of a fault-* namespace: unmount it."""
+    for mount in tmpfs_mounts(oh.HOSTPATH_BASE / "backups"):
+        if mount.parent.name.startswith("fault-"):
+            unmount(mount)
+
+
+def fill_backup_volume(ns: str, name: str) -> Path:
+    """Put a tmpfs with room for the backups already there plus FULL_DISK_HEADROOM over the
+    object's backup directory, copy the backups onto it, and fill it to FULL_DISK_LEFT."""
+    directory = backup_dir(ns, name)
+    used = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+    saved = directory.rename(f"{directory}.before-fill")
+    directory.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={used + FULL_DISK_HEADROOM}", "tmpfs",
+                    str(directory)], check=True)
+    for item in saved.iterdir():
+        shutil.move(str(item), str(directory / item.name))
+    saved.rmdir()
+    filler = directory / "filler"
+    with filler.open("wb") as out:
+        while (free := shutil.disk_usage(directory).free) > FULL_DISK_LEFT:
+            out.write(b"\0" * min(1 << 20, free - FULL_DISK_LEFT))
+            out.flush()
+    return filler
+
+
+# --- objects and rows --------------------------------------------------------------------------
+
 def host(ns: str, name: str) -> str:
     return f"{name}.{ns}.svc.cluster.local"
 
@@ -116,7 +309,8 @@ def converge(cluster: harness.Cluster, ns: str, operator: harness.Operator, name
 
 def assert_one_of_each(cluster: harness.Cluster, ns: str, name: str) -> None:
     """Exactly one Deployment, Service pair, data and backup claim, data volume and
-    credentials Secret of the object; no temporary Secret; no Job of it still running."""
+    credentials Secret of the object; no temporary Secret; no Job of it still running; no
+    partial dump on its backup volume."""
     def named(kind: str, *args: str) -> list[dict[str, Any]]:
         return [i for i in cluster.get(*args, kind)["items"] if i["metadata"]["name"].startswith(f"{name}-")
                 or i["metadata"]["name"] == name]
@@ -134,87 +328,262 @@ def assert_one_of_each(cluster: harness.Cluster, ns: str, name: str) -> None:
             if v["metadata"]["name"].startswith(f"mysql-data-{ns}-{name}-")
             and not v["metadata"].get("deletionTimestamp")]
     assert len(data) == 1, data
+    if cluster.local:
+        assert list(backup_dir(ns, name).glob(".*.partial")) == []
 
 
-def count_rows(cluster: harness.Cluster, ns: str, name: str, server: oh.Server, markers: list[str]) -> None:
-    out = sql(cluster, ns, name, server, "SELECT COUNT(*) FROM t; SELECT v FROM marks ORDER BY id;")
-    lines = out.strip().splitlines()
-    assert lines[0] == str(ROWS), out
-    assert lines[1:] == markers, out
-    Stats.rows_checked += ROWS + len(markers)
+class Rows:
+    """What one object must hold: ROWS rows in t, the marker rows so far, and (from the
+    server-kill stages on) BIG_ROWS rows in big."""
+
+    def __init__(self, server: oh.Server) -> None:
+        self.server = server
+        self.markers: list[str] = []
+        self.big = False
+
+    def mark(self, cluster: harness.Cluster, ns: str, name: str, stage: str) -> None:
+        self.markers.append(f"{stage}-{uuid.uuid4().hex[:6]}")
+        sql(cluster, ns, name, self.server, f"INSERT INTO marks (v) VALUES ('{self.markers[-1]}');")
+
+    def count(self, cluster: harness.Cluster, ns: str, name: str) -> None:
+        big = "SELECT COUNT(*) FROM big; " if self.big else ""
+        out = sql(cluster, ns, name, self.server, f"SELECT COUNT(*) FROM t; {big}SELECT v FROM marks ORDER BY id;")
+        lines = out.strip().splitlines()
+        expected = [str(ROWS), *([str(BIG_ROWS)] if self.big else []), *self.markers]
+        assert lines == expected, out
+        Stats.rows_checked += ROWS + len(self.markers) + (BIG_ROWS if self.big else 0)
 
 
-def mark(cluster: harness.Cluster, ns: str, name: str, server: oh.Server, markers: list[str], stage: str) -> None:
-    markers.append(f"{stage}-{uuid.uuid4().hex[:6]}")
-    sql(cluster, ns, name, server, f"INSERT INTO marks (v) VALUES ('{markers[-1]}');")
+def latest_backup(cluster: harness.Cluster, ns: str, name: str) -> str:
+    claim = cluster.get("-n", ns, "pvc", f"{name}-backup")
+    return str(claim["metadata"].get("annotations", {}).get("otus.homework/latest-backup", ""))
+
+
+def assert_complete_backup(ns: str, name: str, file: str, rows: Rows) -> None:
+    """The file on the backup volume (read on the node) ends with the dump's completion
+    trailer and holds the latest marker row."""
+    text = (backup_dir(ns, name) / file).read_text(errors="replace")
+    assert text.rstrip("\n").splitlines()[-1].startswith("-- Dump completed"), text[-300:]
+    assert rows.markers[-1] in text
+
+
+def wait_gone(cluster: harness.Cluster, ns: str, timeout: float = 600) -> None:
+    cluster.wait_for(lambda: cluster.get("-n", ns, "mysqls.otus.homework")["items"] == [], timeout=timeout,
+                     what="the deleted objects to go", interval=2)
+
+
+# --- the scenario --------------------------------------------------------------------------------
+
+class Scenario:
+    """The two objects (one per server image) and what each must hold, stage by stage."""
+
+    def __init__(self, cluster: harness.Cluster, ns: str, operator: harness.Operator,
+                 second: harness.Operator) -> None:
+        self.cluster, self.ns, self.operator, self.second = cluster, ns, operator, second
+        self.rng = random.Random(SEED)
+        self.names = {server.key: server.name("fault") for server in SERVERS}
+        self.rows = {server.key: Rows(server) for server in SERVERS}
+
+    def each(self) -> Iterator[tuple[oh.Server, str, Rows]]:
+        for server in SERVERS:
+            yield server, self.names[server.key], self.rows[server.key]
+
+    def check(self, stage: str) -> None:
+        """One of each child, a marker row for `stage`, then every row counted."""
+        for _, name, held in self.each():
+            assert_one_of_each(self.cluster, self.ns, name)
+            held.mark(self.cluster, self.ns, name, stage)
+            held.count(self.cluster, self.ns, name)
+
+    def converge(self) -> None:
+        converge(self.cluster, self.ns, self.operator, list(self.names.values()))
+
+    def create(self) -> None:
+        for server, name, _ in self.each():
+            self.cluster.apply(oh.mysql_object(name, self.ns, image=server.image))
+
+    def delete(self, name: str) -> None:
+        self.cluster.kubectl("-n", self.ns, "delete", "mysqls.otus.homework", name, "--wait=false")
+
+    def patch(self, name: str, spec: dict[str, str]) -> None:
+        self.cluster.kubectl("-n", self.ns, "patch", "mysqls.otus.homework", name, "--type=merge",
+                             "-p", json.dumps({"spec": spec}))
+
+    def backup_completed(self, name: str) -> bool:
+        """The object's backup Job succeeded (or the object is gone already)."""
+        job = self.cluster.kubectl("-n", self.ns, "get", "job", f"{name}-backup", "-o", "json", check=False)
+        if job.returncode != 0:
+            return False
+        if self.cluster.kubectl("-n", self.ns, "get", "mysqls.otus.homework", name, check=False).returncode != 0:
+            return True
+        return bool(json.loads(job.stdout).get("status", {}).get("succeeded"))
+
+    def latest(self) -> dict[str, str]:
+        return {name: latest_backup(self.cluster, self.ns, name) for _, name, _ in self.each()}
+
+    def create_killing_the_operator(self) -> None:
+        """1. Create, the operator killed at a random moment of it."""
+        self.create()
+        kill_at_random(self.operator, self.rng, "the create")
+        self.converge()
+        values = ", ".join(f"({i}, 'row-{i}')" for i in range(ROWS))
+        for server, name, _ in self.each():
+            sql(self.cluster, self.ns, name, server,
+                "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40)); "
+                "CREATE TABLE marks (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(40)); "
+                f"INSERT INTO t VALUES {values};")
+        self.check("created")
+
+    def rotate_killing_the_operator(self) -> None:
+        """2. Password rotation, the operator killed at a random moment of it: the new
+        password works (the SQL Jobs read it from the Secret), the rows are all there."""
+        for _, name, _ in self.each():
+            self.patch(name, {"password": f"rotated-{uuid.uuid4().hex[:8]}"})
+        kill_at_random(self.operator, self.rng, "the password rotation")
+        self.converge()
+        self.check("rotated")
+
+    def change_image_with_two_operators(self) -> None:
+        """3. Image change with a second operator running at once on the same objects, the
+        first one killed at a random moment: the server rolls to the new image, rows kept."""
+        self.second.start()
+        for server, name, _ in self.each():
+            self.patch(name, {"image": alias(server.image)})
+        kill_at_random(self.operator, self.rng, "the image change")
+        self.converge()
+        for server, name, _ in self.each():
+            deployment = self.cluster.get("-n", self.ns, "deployment", name)
+            assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == alias(server.image)
+        self.check("image-changed")
+
+    def delete_freezing_and_killing(self) -> None:
+        """4. Delete, both operators running, the API server frozen for 30 s during it, then
+        the first operator killed while the backup Jobs run: the objects still go only with
+        a complete backup, and the record names the file the completed Job wrote."""
+        for _, name, _ in self.each():
+            self.delete(name)
+        time.sleep(self.rng.uniform(0.3, 4.0))
+        freeze_apiserver("the delete")
+        self.cluster.wait_for(lambda: all(
+            self.cluster.kubectl("-n", self.ns, "get", "job", f"{name}-backup", check=False).returncode == 0
+            for name in self.names.values()) or self.cluster.get("-n", self.ns, "mysqls.otus.homework")["items"] == [],
+            timeout=300, what="the backup Jobs to start", interval=1)
+        kill_at_random(self.operator, self.rng, "the backup Jobs")
+        wait_gone(self.cluster, self.ns)
+        for _, name, held in self.each():
+            assert_complete_backup(self.ns, name, latest_backup(self.cluster, self.ns, name), held)
+
+    def recreate_freezing(self) -> None:
+        """5. Re-create, both operators running, the API server frozen for 30 s meanwhile:
+        the restore brings every row back; then the second operator stops."""
+        self.create()
+        time.sleep(self.rng.uniform(0.3, 4.0))
+        freeze_apiserver("the re-create and restore")
+        self.converge()
+        for _, name, _ in self.each():
+            restore = self.cluster.get("-n", self.ns, "job", f"{name}-restore")
+            assert restore["status"].get("succeeded") == 1, restore["status"]
+        self.check("restored")
+        self.second.stop()
+        assert oh.leaks(self.cluster, self.ns, self.second) == []
+
+    def delete_killing_the_server_mid_dump(self) -> None:
+        """6. Delete with the server killed while the backup Job's dump runs (a big table
+        makes the dump long enough to be caught mid-way): the failed dump is never recorded;
+        the Job's retry, once the server is back, takes the backup that is recorded. The
+        operator is killed right after the Jobs completed, before it records them: the
+        restarted finalizer takes and records a complete backup all the same."""
+        for server, name, held in self.each():
+            sql(self.cluster, self.ns, name, server,
+                "CREATE TABLE big (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(200)); "
+                "INSERT INTO big (v) VALUES (REPEAT('x', 200)); "
+                + "INSERT INTO big (v) SELECT v FROM big; " * 17)
+            held.big = True
+        self.check("big")
+        before = self.latest()
+        for _, name, _ in self.each():
+            self.delete(name)
+            seen = kill_server_during(self.cluster, self.ns, name, "mysqldump",
+                                      in_progress=dump_in_progress(self.ns, name))
+            print(f"  killed the server of {name} during its dump ({seen})")
+        self.cluster.wait_for(lambda: all(self.backup_completed(name) for name in self.names.values()),
+                              timeout=600, what="the retried backup Jobs to complete", interval=0.5)
+        kill_operator(self.operator, "the finalizers, right after the backup Jobs completed")
+        wait_gone(self.cluster, self.ns)
+        for _, name, held in self.each():
+            assert latest_backup(self.cluster, self.ns, name) != before[name]
+            assert_complete_backup(self.ns, name, latest_backup(self.cluster, self.ns, name), held)
+            print(f"  backup Job of {name}: {self.cluster.get('-n', self.ns, 'job', f'{name}-backup')['status']}")
+
+    def recreate_killing_the_server_mid_restore(self) -> None:
+        """7. Re-create with the server killed while the restore Job loads the backup: the
+        restore is retried and completes; never Successful on partial data."""
+        self.create()
+        for _, name, _ in self.each():
+            seen = kill_server_during(self.cluster, self.ns, name, "mysql", in_progress=load_in_progress(self.ns, name))
+            print(f"  killed the server of {name} during its restore ({seen})")
+        self.converge()
+        for _, name, _ in self.each():
+            restore = self.cluster.get("-n", self.ns, "job", f"{name}-restore")["status"]
+            assert restore.get("failed", 0) >= 1 and restore.get("succeeded") == 1, restore
+        self.check("restored-after-kill")
+
+    def delete_with_a_full_backup_volume(self) -> None:
+        """8. Delete with the backup volume full, the operator killed right after the delete,
+        before the backup Jobs: the backup fails loudly (object kept, Failure condition,
+        Warning Event naming the kept backup), the previous backup stays the latest; once
+        there is room the retried backup completes and the object goes."""
+        before = self.latest()
+        fillers = [fill_backup_volume(self.ns, name) for _, name, _ in self.each()]
+        for _, name, _ in self.each():
+            self.delete(name)
+        kill_operator(self.operator, "the delete, before the backup Jobs", self.rng.uniform(0.0, 0.3))
+        for _, name, _ in self.each():
+            def reported(name: str = name) -> bool:
+                return any(e["reason"] == "FinalizeFailed" and before[name] in e["message"]
+                           for e in oh.warnings_about(self.cluster, self.ns, name))
+            self.cluster.wait_for(reported, timeout=600, what=f"the failed backup of {name} to be reported",
+                                  interval=2)
+            failure = oh.condition(self.cluster.get("-n", self.ns, "mysqls.otus.homework", name), "Failure") or {}
+            assert failure.get("status") == "True" and "backup" in failure.get("message", ""), failure
+            assert latest_backup(self.cluster, self.ns, name) == before[name]
+            assert list(backup_dir(self.ns, name).glob(".*.partial")) == []
+            Stats.full_disks += 1
+        for filler in fillers:
+            filler.unlink()
+        wait_gone(self.cluster, self.ns)
+        for _, name, held in self.each():
+            assert latest_backup(self.cluster, self.ns, name) != before[name]
+            assert_complete_backup(self.ns, name, latest_backup(self.cluster, self.ns, name), held)
+            assert (backup_dir(self.ns, name) / before[name]).exists()
+            unmount(backup_dir(self.ns, name))
 
 
 def test_every_object_converges_and_keeps_its_rows_through_kills_and_freezes(
-        cluster: harness.Cluster, fault_namespace: str, fault_operator: harness.Operator) -> None:
+        cluster: harness.Cluster, fault_namespace: str, fault_operator: harness.Operator,
+        second_operator: harness.Operator) -> None:
     if not cluster.local:
-        pytest.skip("freezes the API server: the local cluster only")
-    rng = random.Random(SEED)
+        pytest.skip("freezes the API server, kills servers, mounts a tmpfs: the local cluster only")
     print(f"\nfaults: seed {SEED} (FAULTS_SEED={SEED} replays the random moments)")
-    ns, operator = fault_namespace, fault_operator
-    names = {server.key: server.name("fault") for server in SERVERS}
-    markers: dict[str, list[str]] = {server.key: [] for server in SERVERS}
+    scenario = Scenario(cluster, fault_namespace, fault_operator, second_operator)
+    stages = [scenario.create_killing_the_operator, scenario.rotate_killing_the_operator,
+              scenario.change_image_with_two_operators, scenario.delete_freezing_and_killing,
+              scenario.recreate_freezing, scenario.delete_killing_the_server_mid_dump,
+              scenario.recreate_killing_the_server_mid_restore, scenario.delete_with_a_full_backup_volume]
+    for number, stage in enumerate(stages, 1):
+        print(f"stage {number}: {stage.__name__.replace('_', ' ')}", flush=True)
+        stage()
+    assert fault_operator.alive(), fault_operator.log()[-4000:]
+    assert oh.leaks(cluster, fault_namespace, fault_operator) == []
 
-    # 1. Create, the operator killed at a random moment of it.
-    for server in SERVERS:
-        cluster.apply(oh.mysql_object(names[server.key], ns, image=server.image))
-    kill_at_random(operator, rng, "the create")
-    converge(cluster, ns, operator, list(names.values()))
-    values = ", ".join(f"({i}, 'row-{i}')" for i in range(ROWS))
-    for server in SERVERS:
-        name = names[server.key]
-        assert_one_of_each(cluster, ns, name)
-        sql(cluster, ns, name, server,
-            "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40)); "
-            "CREATE TABLE marks (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(40)); "
-            f"INSERT INTO t VALUES {values};")
-        mark(cluster, ns, name, server, markers[server.key], "created")
-        count_rows(cluster, ns, name, server, markers[server.key])
 
-    # 2. Password rotation, the operator killed at a random moment of it: the new password
-    # works (the SQL Jobs read it from the Secret), the rows are all there.
-    for server in SERVERS:
-        cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", names[server.key], "--type=merge",
-                        "-p", '{"spec":{"password":"rotated-' + uuid.uuid4().hex[:8] + '"}}')
-    kill_at_random(operator, rng, "the password rotation")
-    converge(cluster, ns, operator, list(names.values()))
-    for server in SERVERS:
-        name = names[server.key]
-        assert_one_of_each(cluster, ns, name)
-        mark(cluster, ns, name, server, markers[server.key], "rotated")
-        count_rows(cluster, ns, name, server, markers[server.key])
-
-    # 3. Delete, the API server frozen for 30 s during it, then the operator killed while
-    # the backup Jobs run: the objects still go only with a complete backup.
-    for server in SERVERS:
-        cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", names[server.key], "--wait=false")
-    time.sleep(rng.uniform(0.3, 4.0))
-    freeze_apiserver("the delete")
-    cluster.wait_for(lambda: all(
-        cluster.kubectl("-n", ns, "get", "job", f"{name}-backup", check=False).returncode == 0
-        for name in names.values()) or cluster.get("-n", ns, "mysqls.otus.homework")["items"] == [],
-        timeout=300, what="the backup Jobs to start", interval=1)
-    kill_at_random(operator, rng, "the backup Jobs")
-    cluster.wait_for(lambda: cluster.get("-n", ns, "mysqls.otus.homework")["items"] == [], timeout=600,
-                     what="the deleted objects to go", interval=2)
-    for name in names.values():
-        claim = cluster.get("-n", ns, "pvc", f"{name}-backup")
-        assert claim["metadata"].get("annotations", {}).get("otus.homework/latest-backup"), claim["metadata"]
-
-    # 4. Re-create, the API server frozen for 30 s meanwhile: the restore brings every row back.
-    for server in SERVERS:
-        cluster.apply(oh.mysql_object(names[server.key], ns, image=server.image))
-    time.sleep(rng.uniform(0.3, 4.0))
-    freeze_apiserver("the re-create and restore")
-    converge(cluster, ns, operator, list(names.values()))
-    for server in SERVERS:
-        name = names[server.key]
-        assert_one_of_each(cluster, ns, name)
-        restore = cluster.get("-n", ns, "job", f"{name}-restore")
-        assert restore["status"].get("succeeded") == 1, restore["status"]
-        count_rows(cluster, ns, name, server, markers[server.key])
-    assert operator.alive(), operator.log()[-4000:]
+def alias(image: str) -> str:
+    """The second tag of a local image (tagged in the node's containerd on first use)."""
+    name = ALIASES.get(image)
+    if name is None:
+        pytest.skip(f"no second tag for {image}: the image change needs one of {sorted(ALIASES)}")
+    ctr = ["ctr", "--address", str(oh.LOCAL_NODE_SOCKET), "--namespace", "k8s.io"]
+    if name not in subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True, text=True,
+                                  check=True).stdout.split():
+        subprocess.run([*ctr, "images", "tag", image, name], check=True, capture_output=True)
+    return name

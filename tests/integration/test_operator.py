@@ -25,21 +25,14 @@ from tests.integration import operator_harness as oh
 
 @pytest.fixture(scope="module")
 def op_namespace(cluster: harness.Cluster) -> Iterator[str]:
-    name = cluster.create_namespace(f"op-{uuid.uuid4().hex[:8]}")
-    yield name
-    oh.remove_namespace(cluster, name)  # the operator fixture deleted the objects before
+    with oh.module_namespace(cluster, "op") as name:
+        yield name
 
 
 @pytest.fixture(scope="module")
 def operator(cluster: harness.Cluster, op_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    oh.install_crd(cluster)
-    running = oh.start_operator(cluster, op_namespace, tmp_path_factory.mktemp("operator"))
-    try:
+    with oh.operator_in(cluster, op_namespace, tmp_path_factory.mktemp("operator")) as running:
         yield running
-    finally:
-        # Objects go while the operator still runs, so their finalizer (the backup) completes.
-        cluster.kubectl("-n", op_namespace, "delete", "mysqls.otus.homework", "--all", "--timeout=300s", check=False, timeout=330)
-        running.stop()
 
 
 @pytest.fixture(scope="module", params=sorted(kube.SERVER_IMAGES.items()), ids=lambda item: item[0])

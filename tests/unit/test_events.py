@@ -176,3 +176,53 @@ def test_printed_text_of_censored_results_is_replaced_before_it_is_written(
 ])
 def test_censored(res: Any, expected: bool) -> None:
     assert events.censored(res) is expected
+
+
+# An API server's refusal as kubernetes.core.k8s reported it on the local cluster (1.20), the
+# body as the kubernetes client handed it over (JSON text, with its newline).
+FORBIDDEN_BODY = (
+    '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps'
+    ' \\"web-config\\" is forbidden: User \\"system:serviceaccount:ns1:mysql-operator\\" cannot'
+    ' get resource \\"configmaps\\" in API group \\"\\" in the namespace \\"ns1\\"",'
+    '"reason":"Forbidden","details":{"name":"web-config","kind":"configmaps"},"code":403}\n')
+FORBIDDEN = ('configmaps "web-config" is forbidden: User "system:serviceaccount:ns1:mysql-operator"'
+             ' cannot get resource "configmaps" in API group "" in the namespace "ns1"'
+             ' (Forbidden, HTTP 403)')
+HEADERS = "HTTPHeaderDict({'Audit-Id': 'a1', 'Content-Type': 'application/json'})"
+
+
+@pytest.mark.parametrize(('text', 'expected'), [
+    # kubernetes.core.k8s: "Failed to <verb> object: <body>"
+    (f"Failed to retrieve requested object: {FORBIDDEN_BODY}",
+     f"Failed to retrieve requested object: {FORBIDDEN}"),
+    # the same with a client that hands over bytes: their repr
+    (f"Failed to create object: {FORBIDDEN_BODY.encode()!r}", f"Failed to create object: {FORBIDDEN}"),
+    # kubernetes.core.k8s_info prints the dynamic client's exception: status line and headers dropped
+    (f"Exception '403\nReason: Forbidden\nHTTP response headers: {HEADERS}\nHTTP response body: "
+     f"{FORBIDDEN_BODY.encode()!r}\n' raised while trying to get resource using (name=None)",
+     f"Exception '{FORBIDDEN}' raised while trying to get resource using (name=None)"),
+    # the plain client's exception
+    (f"(403)\nReason: Forbidden\nHTTP response headers: {HEADERS}\nHTTP response body: {FORBIDDEN_BODY}",
+     FORBIDDEN),
+    # a Status with only a message
+    ('Failed to patch object: {"kind":"Status","message":"the server is shutting down"}',
+     'Failed to patch object: the server is shutting down'),
+    # not a Status, or not JSON: left as it is
+    ('Failed: {"kind":"Pod","message":"x"} and {"kind": "Status"', 'Failed: {"kind":"Pod","message":"x"}'
+     ' and {"kind": "Status"'),
+    ("b'{not json}' Status b\"{", "b'{not json}' Status b\"{"),
+    ('plain text', 'plain text'),
+])
+def test_api_errors_become_their_message(text: str, expected: str) -> None:
+    assert events.api_errors(text) == expected
+
+
+def test_a_refused_request_is_the_run_s_message() -> None:
+    c = collector()
+    c(failed('Apply the ConfigMap', {'msg': f"Failed to retrieve requested object: {FORBIDDEN_BODY}",
+                                     'reason': 'Forbidden', 'failed': True}))
+    outcome = c.outcome(status='failed', rc=2, ident='i', duration=0)
+    assert outcome.message == f"Failed to retrieve requested object: {FORBIDDEN}"
+    looped = {'msg': 'One or more items failed',
+              'results': [{'failed': True, 'msg': f"Failed to create object: {FORBIDDEN_BODY}"}]}
+    assert events.failure_message(looped) == f"One or more items failed: Failed to create object: {FORBIDDEN}"

@@ -17,8 +17,15 @@ until mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot --connect-ti
   sleep 3
   waited=$((waited + 3))
 done
-mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot \
-  --single-transaction --routines --triggers "$MYSQL_DATABASE" > "$tmp"
+set -- --single-transaction --routines --triggers
+# Oracle MySQL's mysqldump writes SET @@GLOBAL.GTID_PURGED into the dump when the server
+# has GTIDs: a restore that is retried after a partial load (the server killed mid-way)
+# then fails on it ("must not overlap with @@GLOBAL.GTID_EXECUTED"). A backup restored
+# into a new server needs no GTID state. MariaDB's mysqldump has no such option.
+if mysqldump --help 2>/dev/null | grep -q -e '--set-gtid-purged'; then
+  set -- "$@" --set-gtid-purged=OFF
+fi
+mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" > "$tmp"
 case "$(tail -n 1 "$tmp")" in
   "-- Dump completed"*) ;;
   *) echo "backup: the dump of $MYSQL_DATABASE has no completion trailer" >&2; exit 1 ;;

@@ -1,0 +1,33 @@
+"""The suite's figures (issue 15): what the fault, bad-input and leak-scan tests survived and
+checked in this run, summed here and printed by tests/conftest.py as the run's last line."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+ORDER = (
+    "operator kills survived",
+    "server kills survived",
+    "API server freezes survived",
+    "full backup volumes survived",
+    "objects converged",
+    "rows checked",
+    "bad inputs refused",
+    "bad inputs reconciled",
+    "leak scans",
+    "leaks found",
+)
+FIGURES: Counter[str] = Counter()
+
+
+def add(name: str, count: int = 1) -> None:
+    if name not in ORDER:
+        raise KeyError(f"not a suite figure: {name!r} (one of {ORDER})")
+    FIGURES[name] += count
+
+
+def line() -> str:
+    """`suite figures: 4 operator kills survived, ...`, or "" when no figure was counted."""
+    if not FIGURES:
+        return ""
+    return "suite figures: " + ", ".join(f"{FIGURES[name]} {name}" for name in ORDER)
