@@ -5,7 +5,10 @@ and merge-patch its ``.status`` through the status subresource.
 kopf has no public call for "patch now" (its ``patch`` kwarg is applied after the handler
 returns), and ``Running`` must be visible while a run is in progress; so these two calls
 go through the official ``kubernetes`` client (already needed by ``kubernetes.core`` in
-the roles), in a thread. Only custom resources are supported, namespaced or cluster-scoped.
+the roles), in a thread, at the object's own path: ``/api/v1/...`` for the core group (a
+watched Secret or ConfigMap), ``/apis/<group>/<version>/...`` otherwise, namespaced or
+cluster-scoped. A kind without a status subresource answers the status patch with 404,
+which is taken as "nothing to report" like an object deleted meanwhile.
 
 The client is configured like kopf and ``kubernetes.core``: in-cluster service account
 when available, otherwise ``KUBECONFIG`` / ``~/.kube/config``.
@@ -31,40 +34,53 @@ class ObjectsApi(Protocol):
                            patch: Mapping[str, Any]) -> dict[str, Any] | None: ...
 
 
+def path(resource: kopf.Resource, *, namespace: str | None, name: str,
+         subresource: str = '') -> str:
+    """The API path of one object (and of its subresource)."""
+    version = resource.version
+    base = f"/apis/{resource.group}/{version}" if resource.group else f"/api/{version}"
+    scope = f"/namespaces/{namespace}" if resource.namespaced else ''
+    return f"{base}{scope}/{resource.plural}/{name}" + (f"/{subresource}" if subresource else '')
+
+
 class KubernetesApi:
-    """:class:`ObjectsApi` through ``kubernetes.client.CustomObjectsApi``."""
+    """:class:`ObjectsApi` through ``kubernetes.client.ApiClient`` at the objects' paths."""
 
     def __init__(self, api_client: Any) -> None:
         import kubernetes.client  # noqa: PLC0415  (slow to import: only when connecting)
-        self._api = kubernetes.client.CustomObjectsApi(api_client)
+        self._client = api_client
         self._api_exception = kubernetes.client.ApiException
 
-    async def _call(self, method: str, resource: kopf.Resource, namespace: str | None,
-                    name: str, *body: Any, **kwargs: Any) -> dict[str, Any] | None:
-        if resource.namespaced:
-            call = getattr(self._api, f"{method.format(scope='namespaced')}")
-            args: tuple[Any, ...] = (resource.group, resource.version, namespace,
-                                     resource.plural, name, *body)
-        else:
-            call = getattr(self._api, f"{method.format(scope='cluster')}")
-            args = (resource.group, resource.version, resource.plural, name, *body)
+    async def _call(self, method: str, url: str, *, body: Any = None,
+                    headers: Mapping[str, str] | None = None,
+                    query: list[tuple[str, str]] | None = None) -> dict[str, Any] | None:
+        def call() -> Any:
+            request = self._client.param_serialize(
+                method, url, query_params=query or [], body=body, auth_settings=['BearerToken'],
+                header_params={'Accept': 'application/json', **(headers or {})})
+            response = self._client.call_api(*request, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+            types = {'200': 'object', '201': 'object'}
+            return self._client.response_deserialize(response, types).data
+
         try:
-            result = await asyncio.to_thread(call, *args, _request_timeout=REQUEST_TIMEOUT,
-                                             **kwargs)
+            result = await asyncio.to_thread(call)
         except self._api_exception as e:
-            if e.status == HTTP_NOT_FOUND:  # deleted meanwhile: nothing to read or to report
+            if e.status == HTTP_NOT_FOUND:  # deleted meanwhile (or no status subresource)
                 return None
             raise
         return dict(result) if isinstance(result, Mapping) else None
 
     async def get(self, resource: kopf.Resource, *, namespace: str | None,
                   name: str) -> dict[str, Any] | None:
-        return await self._call('get_{scope}_custom_object', resource, namespace, name)
+        return await self._call('GET', path(resource, namespace=namespace, name=name))
 
     async def patch_status(self, resource: kopf.Resource, *, namespace: str | None, name: str,
                            patch: Mapping[str, Any]) -> dict[str, Any] | None:
-        return await self._call('patch_{scope}_custom_object_status', resource, namespace, name,
-                                {'status': dict(patch)}, field_manager=FIELD_MANAGER)
+        return await self._call(
+            'PATCH', path(resource, namespace=namespace, name=name, subresource='status'),
+            body={'status': dict(patch)}, headers={'Content-Type': 'application/merge-patch+json'},
+            query=[('fieldManager', FIELD_MANAGER)])
 
 
 def connect() -> KubernetesApi:
