@@ -22,7 +22,7 @@ retried with exponential backoff (kopf keeps the retry count in an annotation).
 """
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import kopf
@@ -122,6 +122,13 @@ def configure(settings: kopf.OperatorSettings, *, finalizer: str, namespaced: bo
     settings.peering.standalone = True  # a single replica; no peering CRDs needed
 
 
+def _expressions_filter(watch: watches.Watch) -> Callable[..., bool]:
+    """A kopf ``when=`` filter: the object matches ``selector.matchExpressions``."""
+    def when(*, labels: Mapping[str, str], **_: Any) -> bool:
+        return watch.selects(labels)
+    return when
+
+
 def register(registry: kopf.OperatorRegistry,
              controllers: Iterable[reconciling.Controller]) -> None:
     """Register the resource handlers of every watches entry."""
@@ -130,6 +137,7 @@ def register(registry: kopf.OperatorRegistry,
         selector: dict[str, Any] = {
             'group': watch.group, 'version': watch.version, 'kind': watch.kind,
             'labels': dict(watch.match_labels) or None,
+            'when': _expressions_filter(watch) if watch.match_expressions else None,
             'param': controller, 'registry': registry,
         }
         kopf.on.create(id='reconcile-create', **selector)(reconcile)

@@ -29,7 +29,9 @@ so that users can move between the two tools:
 ``maxRunnerArtifacts``
     Artifact directories kept per object (default ``MAX_RUNNER_ARTIFACTS``, else 20).
 ``selector``
-    Only ``matchLabels`` is supported (a kopf label filter).
+    ``matchLabels`` (a kopf label filter) and ``matchExpressions`` (``key``, ``operator`` one
+    of ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``values``: as in a Kubernetes label
+    selector, ``NotIn`` also matches an object without the label); both must match.
 
 Accepted for compatibility but ignored, with a warning: ``watchDependentResources``,
 ``watchClusterScopedResources``, ``watchAnnotationsChanges``, ``blacklist``.
@@ -85,6 +87,27 @@ class Finalizer:
 
 
 @dataclasses.dataclass(frozen=True)
+class Requirement:
+    """One entry of ``selector.matchExpressions``."""
+
+    key: str
+    operator: str  # one of OPERATORS
+    values: frozenset[str]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == 'In':
+            return self.key in labels and labels[self.key] in self.values
+        if self.operator == 'NotIn':
+            return self.key not in labels or labels[self.key] not in self.values
+        if self.operator == 'Exists':
+            return self.key in labels
+        return self.key not in labels  # DoesNotExist
+
+
+OPERATORS: Final = ('In', 'NotIn', 'Exists', 'DoesNotExist')
+
+
+@dataclasses.dataclass(frozen=True)
 class Watch:
     group: str
     version: str
@@ -100,6 +123,11 @@ class Watch:
     max_runner_artifacts: int
     match_labels: Mapping[str, str]
     roles_path: tuple[pathlib.Path, ...]  # for ANSIBLE_ROLES_PATH: dependencies, include_role
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether an object with these labels matches ``selector.matchExpressions``."""
+        return all(requirement.matches(labels) for requirement in self.match_expressions)
 
     @property
     def gvk(self) -> str:
@@ -186,6 +214,7 @@ class _Parser:
                 raw, 'maxRunnerArtifacts', fail, default=self.default_max_runner_artifacts),
             match_labels=self._selector(raw, fail),
             roles_path=self._roles_path(),
+            match_expressions=self._expressions(raw, fail),
         )
 
     @staticmethod
@@ -251,14 +280,43 @@ class _Parser:
         value = raw.get('selector') or {}
         if not isinstance(value, Mapping):
             raise fail("'selector' must be a mapping")
-        unsupported = [key for key in value if key != 'matchLabels']
+        unsupported = [key for key in value if key not in ('matchLabels', 'matchExpressions')]
         if unsupported:
-            raise fail(f"'selector': only 'matchLabels' is supported, got {unsupported[0]!r}")
+            raise fail(f"'selector': only 'matchLabels' and 'matchExpressions' are supported, "
+                       f"got {unsupported[0]!r}")
         labels = value.get('matchLabels') or {}
         if not isinstance(labels, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
             raise fail("'selector.matchLabels' must map strings to strings")
         return dict(labels)
+
+    @staticmethod
+    def _expressions(raw: Mapping[str, Any], fail: _Fail) -> tuple[Requirement, ...]:
+        value = raw.get('selector') or {}
+        entries = value.get('matchExpressions') if isinstance(value, Mapping) else None
+        if entries is None:
+            return ()
+        if not isinstance(entries, list):
+            raise fail("'selector.matchExpressions' must be a list")
+        found = []
+        for index, entry in enumerate(entries):
+            where = f"'selector.matchExpressions[{index}]'"
+            if not isinstance(entry, Mapping) or set(entry) - {'key', 'operator', 'values'}:
+                raise fail(f"{where} must be a mapping of 'key', 'operator' and 'values'")
+            key, operator, values = entry.get('key'), entry.get('operator'), entry.get('values')
+            if not isinstance(key, str) or not key:
+                raise fail(f"{where}: 'key' must be a non-empty string")
+            if operator not in OPERATORS:
+                raise fail(f"{where}: 'operator' must be one of {', '.join(OPERATORS)}, "
+                           f"got {operator!r}")
+            needs_values = operator in ('In', 'NotIn')
+            if needs_values and not (isinstance(values, list) and values
+                                     and all(isinstance(v, str) for v in values)):
+                raise fail(f"{where}: {operator} needs 'values', a non-empty list of strings")
+            if not needs_values and values:
+                raise fail(f"{where}: {operator} takes no 'values'")
+            found.append(Requirement(key, str(operator), frozenset(values or ())))
+        return tuple(found)
 
     def _target(self, raw: Mapping[str, Any], fail: _Fail, where: str = '') -> Target | None:
         role = self._string(raw, 'role', fail)

@@ -133,3 +133,16 @@ def test_cleanup_closes_the_warm_pool(tmp_path: pathlib.Path) -> None:
     asyncio.run(handlers.cleanup(memo=kopf.Memo(launcher=launchers.Warm(pool))))
     assert pool.interpreter() == pool.python  # closed: every run is cold
     asyncio.run(handlers.cleanup(memo=kopf.Memo()))  # warm servers turned off: nothing to do
+
+
+def test_match_expressions_become_a_when_filter() -> None:
+    selecting = controller(dataclasses.replace(WATCH, match_expressions=(
+        watches.Requirement('tier', 'In', frozenset({'db'})),)))
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, [selecting, controller(dataclasses.replace(WATCH, kind='Other'))])
+    by_kind = {str(h.selector.kind): h for h in registry._changing.get_all_handlers()
+               if h.id == 'reconcile-create' and h.selector is not None}
+    when = by_kind['MySQL'].when
+    assert when is not None
+    assert when(labels={'tier': 'db'}) and not when(labels={'tier': 'web'}) and not when(labels={})
+    assert by_kind['Other'].when is None

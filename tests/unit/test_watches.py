@@ -201,8 +201,22 @@ def test_unknown_key_names_the_file_the_entry_and_the_key(tree: pathlib.Path) ->
      "'maxRunnerArtifacts' must be an integer >= 1, got True"),
     ("- {group: g.io, version: v1, kind: K, role: mysql, vars: [a, b]}",
      "'vars' must be a mapping with string keys"),
-    ("- {group: g.io, version: v1, kind: K, role: mysql, selector: {matchExpressions: []}}",
-     "only 'matchLabels' is supported"),
+    ("- {group: g.io, version: v1, kind: K, role: mysql, selector: {matchFields: []}}",
+     "only 'matchLabels' and 'matchExpressions' are supported, got 'matchFields'"),
+    ("- {group: g.io, version: v1, kind: K, role: mysql, selector: {matchExpressions: {a: b}}}",
+     "'selector.matchExpressions' must be a list"),
+    ("- {group: g.io, version: v1, kind: K, role: mysql,"
+     " selector: {matchExpressions: [{key: tier, operator: Like, values: [db]}]}}",
+     "'selector.matchExpressions[0]': 'operator' must be one of In, NotIn, Exists, DoesNotExist"),
+    ("- {group: g.io, version: v1, kind: K, role: mysql,"
+     " selector: {matchExpressions: [{key: tier, operator: In, values: []}]}}",
+     "In needs 'values', a non-empty list of strings"),
+    ("- {group: g.io, version: v1, kind: K, role: mysql,"
+     " selector: {matchExpressions: [{key: tier, operator: Exists, values: [db]}]}}",
+     "Exists takes no 'values'"),
+    ("- {group: g.io, version: v1, kind: K, role: mysql,"
+     " selector: {matchExpressions: [{operator: Exists}]}}",
+     "'key' must be a non-empty string"),
     ("- {group: g.io, version: v1, kind: K, role: mysql, finalizer: {role: mysql}}",
      "finalizer: missing required key 'name'"),
     ("- {group: g.io, version: v1, kind: K, role: mysql, finalizer: {name: x/y}}",
@@ -235,3 +249,22 @@ def test_errors_are_clear(tree: pathlib.Path, text: str, expected: str) -> None:
 def test_missing_file_is_an_error(tmp_path: pathlib.Path) -> None:
     with pytest.raises(watches.WatchesError, match='cannot read the watches file'):
         watches.load(tmp_path / 'absent.yaml')
+
+
+def test_match_expressions_select_as_a_kubernetes_label_selector(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / 'watches.yaml'
+    path.write_text(
+        "- {group: g.io, version: v1, kind: K, playbook: p.yml, selector: {matchExpressions: [\n"
+        "    {key: tier, operator: In, values: [db, cache]},\n"
+        "    {key: env, operator: NotIn, values: [dev]},\n"
+        "    {key: owner, operator: Exists},\n"
+        "    {key: paused, operator: DoesNotExist}]}}\n")
+    (tmp_path / 'p.yml').write_text('[]\n')
+    (watch,) = watches.load(path)
+    assert watch.selects({'tier': 'db', 'owner': 'x'})
+    assert watch.selects({'tier': 'cache', 'env': 'prod', 'owner': 'x'})
+    assert not watch.selects({'tier': 'web', 'owner': 'x'})
+    assert not watch.selects({'owner': 'x'})  # In needs the key
+    assert not watch.selects({'tier': 'db', 'env': 'dev', 'owner': 'x'})
+    assert not watch.selects({'tier': 'db'})
+    assert not watch.selects({'tier': 'db', 'owner': 'x', 'paused': ''})
