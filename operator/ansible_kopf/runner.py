@@ -97,14 +97,16 @@ def playbook(target: watches.Target, workdir: pathlib.Path) -> pathlib.Path:
     """The playbook to run: the target itself, or a generated one that applies the role."""
     if target.type == 'playbook':
         return target.path
-    digest = hashlib.sha256(str(target.path).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{target.path}:{target.fqcn}".encode()).hexdigest()[:12]
     path = workdir / 'playbooks' / f"role-{target.path.name}-{digest}.yml"
     write_if_changed(path, yaml.safe_dump([{
-        'name': f"Reconcile with role {target.path.name}",
+        'name': f"Reconcile with role {target.fqcn or target.path.name}",
         'hosts': 'localhost',
         'connection': 'local',
         'gather_facts': False,
-        'roles': [{'role': str(target.path)}],
+        # a collection's role by its FQCN: Ansible then resolves its tasks' short module
+        # names in that collection, which it would not for the same role given by path
+        'roles': [{'role': target.fqcn or str(target.path)}],
     }], sort_keys=False))
     return path
 
@@ -112,7 +114,7 @@ def playbook(target: watches.Target, workdir: pathlib.Path) -> pathlib.Path:
 def envvars(job: Job, settings: Settings, environ: Mapping[str, str]) -> dict[str, str]:
     """Environment of ansible-playbook, on top of the operator's own."""
     roles_path = [str(p) for p in job.roles_path]
-    if job.target.type == 'role':
+    if job.target.type == 'role' and not job.target.fqcn:
         roles_path.append(str(job.target.path.parent))  # often roles/ itself, listed once
     if environ.get('ANSIBLE_ROLES_PATH'):
         roles_path.append(environ['ANSIBLE_ROLES_PATH'])

@@ -8,7 +8,11 @@ so that users can move between the two tools:
     Required. ``group`` may be empty (the core API group).
 ``role`` | ``playbook``
     Exactly one. A role is a directory: a path relative to the watches file (or absolute),
-    or a name looked up in ``roles/`` next to the watches file and in ``ANSIBLE_ROLES_PATH``.
+    or a name looked up in ``roles/`` next to the watches file and in ``ANSIBLE_ROLES_PATH``,
+    or a collection's role by its FQCN (``namespace.collection.role``), looked up as Ansible
+    does: ``ANSIBLE_COLLECTIONS_PATH`` (default ``~/.ansible/collections`` and
+    ``/usr/share/ansible/collections``), then Python's path; the playbook names it by FQCN,
+    so its tasks find the collection's own modules by their short names.
     A playbook is a file, relative to the watches file (or absolute).
 ``vars``
     A mapping added to the role's variables (trusted: not marked unsafe).
@@ -43,6 +47,7 @@ import logging
 import os
 import pathlib
 import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
@@ -77,6 +82,7 @@ class Target:
     """What to run: a role directory or a playbook file (absolute paths)."""
     type: Literal['role', 'playbook']
     path: pathlib.Path
+    fqcn: str = ''  # a collection's role: how the generated playbook names it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +111,7 @@ class Requirement:
 
 
 OPERATORS: Final = ('In', 'NotIn', 'Exists', 'DoesNotExist')
+_FQCN: Final = re.compile(r'^[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]\w*$')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,7 +340,11 @@ class _Parser:
             for candidate in candidates:
                 if candidate.is_dir():
                     return Target(type='role', path=candidate.absolute())
-            looked = ', '.join(str(c) for c in candidates)
+            collection = self._collection_role_candidates(role) if _FQCN.match(role) else []
+            for candidate in collection:
+                if candidate.is_dir():
+                    return Target(type='role', path=candidate.absolute(), fqcn=role)
+            looked = ', '.join(str(c) for c in [*candidates, *collection])
             raise fail(f"{where}role {role!r} not found (looked in: {looked})")
         return None
 
@@ -345,6 +356,17 @@ class _Parser:
             if entry:
                 candidates.append(pathlib.Path(entry) / role)
         return candidates
+
+    def _collection_role_candidates(self, fqcn: str) -> list[pathlib.Path]:
+        namespace, collection, role = fqcn.split('.')
+        raw = self.env.get('ANSIBLE_COLLECTIONS_PATH') or self.env.get('ANSIBLE_COLLECTIONS_PATHS')
+        home = self.env.get('HOME') or os.path.expanduser('~')
+        roots = raw.split(os.pathsep) if raw else [
+            f"{home}/.ansible/collections", '/usr/share/ansible/collections']
+        roots += sys.path  # ANSIBLE_COLLECTIONS_SCAN_SYS_PATH, true by default: pip-installed ones
+        return [pathlib.Path(root.replace('~', home, 1) if root.startswith('~') else root)
+                / 'ansible_collections' / namespace / collection / 'roles' / role
+                for root in dict.fromkeys(roots) if root]
 
     def _roles_path(self) -> tuple[pathlib.Path, ...]:
         return (self.base / 'roles',)

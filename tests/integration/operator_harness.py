@@ -64,9 +64,10 @@ def stop_orphaned_operators() -> list[int]:
 
 
 def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
-                   watches: Path | None = None, start: bool = True) -> harness.Operator:
+                   watches: Path | None = None, start: bool = True,
+                   extra_env: dict[str, str] | None = None) -> harness.Operator:
     """The operator watching `namespace`, its runner artifacts and log (operator.log) in
-    `workdir`; running unless `start` is false."""
+    `workdir`; running unless `start` is false; `extra_env` added to its environment."""
     global _orphans_stopped  # noqa: PLW0603 - once per test session
     if not _orphans_stopped:
         stopped = stop_orphaned_operators()
@@ -81,6 +82,7 @@ def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
         "WATCHES_FILE": str(watches or REPO / "watches.yaml"),
         "ANSIBLE_KOPF_WORKDIR": str(workdir / "runner"),
         "PYTHONPATH": str(REPO / "operator"),
+        **(extra_env or {}),
     })
     operator = harness.Operator(log_path=workdir / "operator.log", env=env)
     if start:

@@ -1,5 +1,7 @@
-"""A watch on a core kind (group "", issue 13's first defect): the role runs for a labelled
-ConfigMap, and only for one that matches the selector (matchLabels and matchExpressions).
+"""Watches the Operator SDK's users rely on (issue 13): a core kind (group "") whose role runs
+for a labelled ConfigMap, and only for one that matches the selector (matchLabels and
+matchExpressions); and a Secret watch whose role is a collection's, named by its FQCN, whose
+task calls its collection's own module by its short name.
 
 Before, the shim read the watched object through the custom-objects API at
 `/apis//v1/...`, got 404, took the object for gone and ran nothing, while kopf logged the
@@ -40,6 +42,51 @@ ROLE = textwrap.dedent("""\
     """)
 
 
+COLLECTION_ROLE = textwrap.dedent("""\
+    ---
+    - name: Call the collection's own module by its short name
+      shade:
+        text: "{{ ansible_operator_meta.name }}"
+      register: shaded
+
+    - name: Record the run
+      kubernetes.core.k8s:
+        state: present
+        definition:
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: "{{ ansible_operator_meta.name }}-seen-by-collection"
+            namespace: "{{ ansible_operator_meta.namespace }}"
+          data:
+            shade: "{{ shaded.shade }}"
+    """)
+COLLECTION_MODULE = textwrap.dedent("""\
+    # A module of the test's collection: upper-cases its text.
+    from ansible.module_utils.basic import AnsibleModule
+
+
+    def main():
+        module = AnsibleModule(argument_spec={"text": {"type": "str", "required": True}})
+        module.exit_json(changed=False, shade=module.params["text"].upper())
+
+
+    if __name__ == "__main__":
+        main()
+    """)
+
+
+def collection(root: Path) -> Path:
+    """The collection otus_test.fixtures under `root` (an ANSIBLE_COLLECTIONS_PATH entry)."""
+    base = root / "ansible_collections" / "otus_test" / "fixtures"
+    (base / "roles" / "seen" / "tasks").mkdir(parents=True)
+    (base / "plugins" / "modules").mkdir(parents=True)
+    (base / "galaxy.yml").write_text("namespace: otus_test\nname: fixtures\nversion: 1.0.0\n")
+    (base / "roles" / "seen" / "tasks" / "main.yml").write_text(COLLECTION_ROLE)
+    (base / "plugins" / "modules" / "shade.py").write_text(COLLECTION_MODULE)
+    return root
+
+
 @pytest.fixture(scope="module")
 def core_namespace(cluster: harness.Cluster) -> Iterator[str]:
     with oh.module_namespace(cluster, "core") as name:
@@ -58,8 +105,13 @@ def test_a_core_kind_watch_runs_its_role_for_the_selected_objects(
         "selector": {"matchLabels": {LABEL: "watched"},
                      "matchExpressions": [{"key": STAGE, "operator": "NotIn", "values": ["draft"]}]},
         "reconcilePeriod": "0s",
+    }, {
+        "version": "v1", "group": "", "kind": "Secret", "role": "otus_test.fixtures.seen",
+        "selector": {"matchLabels": {LABEL: "watched"}}, "reconcilePeriod": "0s",
     }]))
-    operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches)
+    collections = collection(tmp_path / "collections")
+    operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches,
+                                 extra_env={"ANSIBLE_COLLECTIONS_PATH": str(collections)})
     try:
         for name, labels in (("picked", {LABEL: "watched", STAGE: "final"}), ("ignored", {}),
                              ("draft", {LABEL: "watched", STAGE: "draft"})):
@@ -82,7 +134,15 @@ def test_a_core_kind_watch_runs_its_role_for_the_selected_objects(
         assert cluster.get("-n", ns, "configmap", "picked-seen")["data"] == {"source": "picked",
                                                                               "colour": "picked-blue"}
         assert any(s.name == "picked" and s.status == "successful" for s in operator.summaries())
-        assert [s.name for s in operator.summaries()] == ["picked", "late"], "a run the selector excludes"
+        cluster.apply(json.dumps({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                                  "metadata": {"name": "token", "namespace": ns, "labels": {LABEL: "watched"}},
+                                  "stringData": {"k": "v"}}))
+        cluster.wait_for(lambda: cluster.kubectl("-n", ns, "get", "configmap", "token-seen-by-collection",
+                                                 check=False).returncode == 0,
+                         timeout=120, what="the collection's role to run for the Secret", interval=1)
+        assert cluster.get("-n", ns, "configmap", "token-seen-by-collection")["data"] == {"shade": "TOKEN"}
+        assert sorted(s.name for s in operator.summaries()) == ["late", "picked", "token"], \
+            "a run the selector excludes"
         for excluded in ("ignored", "draft"):
             assert cluster.kubectl("-n", ns, "get", "configmap", f"{excluded}-seen", check=False).returncode != 0
     finally:

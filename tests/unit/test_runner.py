@@ -48,6 +48,10 @@ def test_generated_playbook_and_inventory(tmp_path: pathlib.Path) -> None:
     mtime = path.stat().st_mtime_ns
     assert runner.playbook(target, tmp_path) == path
     assert path.stat().st_mtime_ns == mtime  # not rewritten when unchanged
+    collection = watches.Target(type='role', path=tmp_path / 'c' / 'roles' / 'dummy',
+                                fqcn='acme.tools.dummy')
+    (play,) = yaml.safe_load(runner.playbook(collection, tmp_path).read_text())
+    assert play['roles'] == [{'role': 'acme.tools.dummy'}]  # by name: its collection's modules resolve
     own = watches.Target(type='playbook', path=tmp_path / 'p.yml')
     assert runner.playbook(own, tmp_path) == tmp_path / 'p.yml'
     hosts = yaml.safe_load(runner.inventory(tmp_path).read_text())['all']['hosts']

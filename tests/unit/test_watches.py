@@ -120,6 +120,23 @@ def test_role_is_also_found_in_ansible_roles_path(
     assert watch.target.path == elsewhere / 'common'
 
 
+def test_a_collection_role_is_found_by_its_fqcn_in_the_collections_path(
+        tree: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    collections = tmp_path_factory.mktemp('collections')
+    role = collections / 'ansible_collections' / 'acme' / 'tools' / 'roles' / 'dummy'
+    role.mkdir(parents=True)
+    path = write(tree, "- {group: g.io, version: v1, kind: K, role: acme.tools.dummy}\n")
+    (watch,) = watches.load(path, env={'ANSIBLE_COLLECTIONS_PATH': f"/nowhere:{collections}"})
+    assert watch.target == watches.Target(type='role', path=role, fqcn='acme.tools.dummy')
+
+
+def test_a_missing_collection_role_names_where_it_was_looked_for(tree: pathlib.Path) -> None:
+    path = write(tree, "- {group: g.io, version: v1, kind: K, role: acme.tools.absent}\n")
+    with pytest.raises(watches.WatchesError, match=r"role 'acme\.tools\.absent' not found") as failed:
+        watches.load(path, env={'ANSIBLE_COLLECTIONS_PATH': '/nowhere'})
+    assert '/nowhere/ansible_collections/acme/tools/roles/absent' in str(failed.value)
+
+
 def test_env_references_are_expanded_and_unknown_ones_kept(tree: pathlib.Path) -> None:
     path = write(tree, """
         - group: g.io
