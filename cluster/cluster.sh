@@ -22,10 +22,19 @@ set -euo pipefail
 # shellcheck source=lib/node.sh
 . "$CLUSTER_ROOT/lib/node.sh"
 
+api_ready() {
+  kubectl_local get --raw /readyz >/dev/null 2>&1
+}
+
 cluster_running() {
   local d
   for d in "${DAEMONS[@]}"; do daemon_alive "$d" || return 1; done
-  kubectl_local get --raw /readyz >/dev/null 2>&1
+  api_ready && return 0
+  # Every daemon is alive but the API does not answer: it may be starting, busy, or stopped
+  # for a while by a fault test (SIGSTOP, 30 s). Wait for it rather than rebuild the cluster
+  # under the feet of whoever uses it.
+  say "the cluster's daemons run but its API does not answer: waiting up to 120s"
+  wait_for "the API server to answer" 120 api_ready
 }
 
 cmd_build() {
