@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests import figures, harness
+from tests.integration import operator_harness
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,7 +38,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(request: pytest.FixtureRequest) -> harness.Cluster:
+def cluster(request: pytest.FixtureRequest) -> Iterator[harness.Cluster]:
     if os.environ.get("KUBECONFIG"):
         found = harness.Cluster(kubeconfig=os.environ["KUBECONFIG"], kubectl_bin="kubectl", local=False)
     else:
@@ -51,7 +52,8 @@ def cluster(request: pytest.FixtureRequest) -> harness.Cluster:
         found = harness.Cluster(kubeconfig=kubeconfig, kubectl_bin=kubectl, local=True)
     os.environ["KUBECONFIG"] = found.kubeconfig
     found.wait_ready()
-    return found
+    yield found
+    operator_harness.finish_removals(found)  # the directories of the namespaces tests removed
 
 
 @pytest.fixture

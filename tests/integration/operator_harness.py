@@ -112,22 +112,41 @@ def operator_in(cluster: harness.Cluster, namespace: str, workdir: Path) -> Iter
         running.stop()
 
 
+_removing: list[str] = []  # namespaces remove_namespace deleted, their directories still there
+
+
 def remove_namespace(cluster: harness.Cluster, namespace: str) -> None:
     """Delete `namespace` and what the mysql role keeps outside it: the PersistentVolumes
     labelled with it (the backup volume outlives its object by design) and, when the local
     cluster runs (its node is this host), their directories. The MySQL objects' finalizers
     are dropped first (no operator runs any more; a backup of test data is not wanted), so
-    the namespace goes now, and so does one a killed run left Terminating."""
+    the namespace goes now, and so does one a killed run left Terminating. The namespace
+    terminates in the background while the next tests run; its directories go once it has
+    gone, in finish_removals (at the end of the session)."""
     for name in cluster.kubectl("-n", namespace, "get", "mysqls.otus.homework", "-o", "name",
                                 check=False).stdout.split():
         cluster.kubectl("-n", namespace, "patch", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
                         check=False)
-    cluster.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=180s", check=False, timeout=200)
+    cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-namespace={namespace}", "--wait=false",
                     check=False)
+    _removing.append(namespace)
+
+
+def finish_removals(cluster: harness.Cluster, timeout: float = 300) -> None:
+    """Wait for the namespaces remove_namespace deleted to go, then remove their volumes'
+    directories on the node (the local cluster's: this host); one of a namespace still
+    there after `timeout` stays, for the next run's cluster-up or a later removal."""
+    if not _removing:
+        return
+    cluster.wait_namespaces_gone(_removing, timeout=timeout)
+    present = {item["metadata"]["name"] for item in cluster.get("namespaces")["items"]}
     if LOCAL_NODE_SOCKET.exists():  # the local cluster runs: its node is this host
-        for kind in ("data", "backups"):
-            shutil.rmtree(HOSTPATH_BASE / kind / namespace, ignore_errors=True)
+        for namespace in _removing:
+            if namespace not in present:
+                for kind in ("data", "backups"):
+                    shutil.rmtree(HOSTPATH_BASE / kind / namespace, ignore_errors=True)
+    _removing.clear()
 
 
 def install_crd(cluster: harness.Cluster) -> None:
