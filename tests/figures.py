@@ -1,5 +1,5 @@
-"""The suite's figures (issue 15): what the fault, bad-input and leak-scan tests survived and
-checked in this run, summed here and printed by tests/conftest.py as the run's last line."""
+"""The suite's figures (issues 15, 12): what the fault, bad-input, leak-scan and backup tests
+survived and checked in this run, summed here and printed by tests/conftest.py as the run's last line."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ ORDER = (
     "bad inputs reconciled",
     "leak scans",
     "leaks found",
+    "backups verified",
+    "bad backups caught",
+    "scheduled dumps killed",
 )
 FIGURES: Counter[str] = Counter()
 

@@ -147,10 +147,14 @@ class Cluster:
         return kubernetes.client.ApiextensionsV1Api(self.api)
 
     def install_crd(self, path: Path, timeout: float = 60) -> None:
-        """Create the CustomResourceDefinition in ``path``, or patch the existing one with it
-        (as ``kubectl apply`` would: nothing is written if nothing differs), and wait until it
-        is Established."""
-        body = yaml.safe_load(path.read_text())
+        """Create each CustomResourceDefinition in ``path`` (one or more YAML documents), or
+        patch the existing one with it (as ``kubectl apply`` would: nothing is written if
+        nothing differs), and wait until each is Established."""
+        for body in yaml.safe_load_all(path.read_text()):
+            if body:
+                self._install_one_crd(body, timeout)
+
+    def _install_one_crd(self, body: Any, timeout: float) -> None:
         name = body["metadata"]["name"]
         try:
             self.extensions.create_custom_resource_definition(body)

@@ -25,6 +25,8 @@ SUBJECT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:mysql-operator"
 RBAC_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
               "RoleBinding"}
 MYSQLS = "mysqls.otus.homework"
+BACKUPS = "mysqlbackups.otus.homework"
+RESTORES = "mysqlrestores.otus.homework"
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,13 @@ def needed(ns: str) -> list[Ask]:
         *(Ask(v, "persistentvolumeclaims", ns, True) for v in ("get", "create", "patch")),
         *(Ask(v, "deployments.apps", ns, True) for v in ("get", "create", "patch")),
         *(Ask(v, "jobs.batch", ns, True) for v in ("get", "list", "create", "patch", "delete")),
+        *(Ask(v, BACKUPS, ns, True) for v in ("get", "list", "watch", "create", "patch", "delete")),
+        Ask("patch", BACKUPS, ns, True, subresource="status"),
+        Ask("update", BACKUPS, ns, True, subresource="finalizers"),
+        *(Ask(v, RESTORES, ns, True) for v in ("get", "list", "watch", "patch")),
+        Ask("patch", RESTORES, ns, True, subresource="status"),
+        Ask("update", RESTORES, ns, True, subresource="finalizers"),
+        *(Ask(v, "cronjobs.batch", ns, True) for v in ("get", "create", "patch", "delete")),
     ]
     # beyond the code's needs, in that same namespace
     no = [
@@ -149,6 +158,9 @@ def needed(ns: str) -> list[Ask]:
         Ask("create", "roles.rbac.authorization.k8s.io", ns, False),
         Ask("create", "rolebindings.rbac.authorization.k8s.io", ns, False),
         Ask("delete", "events", ns, False),
+        *(Ask(v, RESTORES, ns, False) for v in ("create", "delete")),
+        Ask("update", BACKUPS, ns, False),
+        *(Ask(v, "cronjobs.batch", ns, False) for v in ("list", "update")),
     ]
     return yes + no
 

@@ -1,0 +1,146 @@
+"""Filters over an instance's backups, for the mysql role (its status and schedule) and the
+mysql_backup role (retention): the records newest first as retention sees them
+(`mysql_backup_by_age`), those retention removes (`mysql_backup_excess`), and when a cron
+schedule fires next (`mysql_cron_next`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}
+_NAMES = {name: i for i, name in enumerate(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
+_DAYS = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
+UNVERIFIED_REASONS = ("NotVerified", "NoCompleteDump")  # the mysql_backup role's Verified reasons
+_RANGES = [(0, 59, {}), (0, 23, {}), (1, 31, {}), (1, 12, _NAMES), (0, 7, _DAYS)]
+
+
+def _verified(record: dict[str, Any]) -> dict[str, Any]:
+    for condition in (record.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Verified":
+            return condition
+    return {}
+
+
+def _settled(state: str, verified: Any) -> bool:
+    """Whether a record is done: Failed, or Complete with its verification decided (True,
+    False, or Unknown because it is off or the dump never completed)."""
+    verified = verified or {}
+    return state == "Failed" or (state == "Complete" and (
+        verified.get("status") in ("True", "False")
+        or verified.get("reason") in UNVERIFIED_REASONS))
+
+
+def by_age(records: Any, name: str, state: str, verified: Any, dump: Any) -> list[dict[str, Any]]:
+    """The instance's backup records, newest first, as {name, file, database, good, running,
+    pruning, completionTime}. Running: not settled (its dump or its verification is under
+    way): neither good nor bad, never pruned. The record of the running reconciliation
+    (``name``) is taken
+    with this run's ``state``, Verified condition and dump outcome: its status is not written
+    yet."""
+    result = []
+    for record in records or []:
+        metadata = record.get("metadata") or {}
+        spec, status = record.get("spec") or {}, record.get("status") or {}
+        record_name = str(metadata.get("name"))
+        this = record_name == name
+        record_state = state if this else str(status.get("state") or "")
+        record_verified = (verified or {}) if this else _verified(record)
+        settled = _settled(record_state, record_verified)
+        finished = (((dump or {}).get("completionTime") if this else None)
+                    or status.get("completionTime"))
+        result.append({
+            "name": record_name,
+            "file": str(status.get("file") or spec.get("file") or record_name + ".sql"),
+            "database": str(status.get("database") or spec.get("database") or ""),
+            "good": (settled and record_state == "Complete"
+                     and record_verified.get("status") != "False"),
+            "running": not settled,
+            "pruning": (metadata.get("labels") or {}).get("otus.homework/pruning") == "true",
+            "completionTime": str(finished or metadata.get("creationTimestamp") or ""),
+        })
+    return sorted(result, key=lambda r: (r["completionTime"], r["name"]), reverse=True)
+
+
+def excess(records: Any, keep: int, in_use: Any) -> list[dict[str, Any]]:
+    """What retention removes from ``records`` (mysql_backup_by_age, newest first): good
+    backups beyond the newest ``keep``, bad ones (failed, or failed verification) beyond as
+    many, and those already marked for pruning; never the newest good one, nor one whose
+    file or name is in ``in_use`` (a restore loads it)."""
+    records = list(records or [])
+    good = [r for r in records if r["good"]]
+    bad = [r for r in records if not r["good"] and not r["running"]]
+    chosen = good[keep:] + bad[keep:] + [r for r in records if r["pruning"] and not r["running"]]
+    newest = good[0]["name"] if good else None
+    result: list[dict[str, Any]] = []
+    for record in chosen:
+        busy = record["file"] in (in_use or []) or record["name"] in (in_use or [])
+        if (record["name"] != newest and not busy
+                and record["name"] not in {r["name"] for r in result}):
+            result.append(record)
+    return result
+
+
+def _field(text: str, low: int, high: int, names: dict[str, int]) -> set[int]:
+    values: set[int] = set()
+    for part in text.lower().split(","):
+        base, _, step_text = part.partition("/")
+        step = int(step_text) if step_text else 1
+        if base in ("*", "?"):
+            first, last = low, high
+        elif "-" in base:
+            a, b = base.split("-", 1)
+            first, last = names[a] if a in names else int(a), names[b] if b in names else int(b)
+        else:
+            first = names[base] if base in names else int(base)
+            last = high if step_text else first
+        if step < 1 or first < low or last > high or first > last:
+            raise ValueError(f"'{part}' is out of range {low}-{high}")
+        values.update(range(first, last + 1, step))
+    return values
+
+
+def cron_next(schedule: Any, after: Any) -> str:
+    """The first time after ``after`` (ISO 8601, UTC) a five-field cron schedule (or a
+    macro) fires, as ISO 8601 UTC; '' when the schedule cannot be read (the CronJob's own
+    validation then reports it)."""
+    try:
+        fields = _MACROS.get(str(schedule).strip(), str(schedule)).split()
+        if len(fields) != len(_RANGES):
+            return ""
+        minutes, hours, days, months, weekdays = (
+            _field(text, low, high, names)
+            for text, (low, high, names) in zip(fields, _RANGES, strict=True))
+        weekdays = {d % 7 for d in weekdays}
+        start = datetime.datetime.fromisoformat(str(after).replace("Z", "+00:00"))
+    except (ValueError, KeyError):
+        return ""
+    moment = start.replace(second=0, microsecond=0) + datetime.timedelta(minutes=1)
+    day_any, weekday_any = fields[2] in ("*", "?"), fields[4] in ("*", "?")
+    for _ in range(366 * 24 * 60 * 5):
+        day_ok = moment.day in days
+        weekday_ok = (moment.isoweekday() % 7) in weekdays
+        date_ok = (day_ok and weekday_ok) if (day_any or weekday_any) else (day_ok or weekday_ok)
+        if moment.month in months and date_ok:
+            if moment.hour in hours and moment.minute in minutes:
+                return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+            moment += datetime.timedelta(minutes=1)
+        else:
+            moment = (moment + datetime.timedelta(days=1)).replace(hour=0, minute=0)
+    return ""
+
+
+class FilterModule:
+    """The role's filters over backups."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "mysql_backup_by_age": by_age,
+            "mysql_backup_excess": excess,
+            "mysql_cron_next": cron_next,
+        }

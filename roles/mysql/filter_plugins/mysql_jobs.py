@@ -1,0 +1,90 @@
+"""Filters the roles that follow Jobs (mysql_backup, mysql_restore: they include the mysql
+role's names, which brings these) use to read them: the state of a Job
+(`mysql_backup_job_state`), the termination message of its latest pod
+(`mysql_backup_termination_message`, the scripts' summary or, on an error, the last lines
+of their log), the figures in a summary (`mysql_backup_summary`) and the exit code of the
+latest pod (`mysql_backup_exit_code`). The records of an instance, newest first, come from the
+mysql role's `mysql_backup_by_age`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_FIGURE = re.compile(r"\b(size|tables|rows)=([0-9]+)\b")
+
+
+def _conditions(job: Any) -> set[str]:
+    if not isinstance(job, dict):
+        return set()
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return {str(c.get("type")) for c in conditions
+            if isinstance(c, dict) and c.get("status") == "True"}
+
+
+def job_state(job: Any) -> str:
+    """'complete', 'failed' or 'running' (also for a Job not started yet); 'absent' for {}."""
+    if not job:
+        return "absent"
+    conditions = _conditions(job)
+    if "Complete" in conditions:
+        return "complete"
+    if "Failed" in conditions:
+        return "failed"
+    return "running"
+
+
+def _terminated(pod: Any) -> dict[str, Any]:
+    if not isinstance(pod, dict):
+        return {}
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = ((status.get("state") or {}).get("terminated")
+                 or (status.get("lastState") or {}).get("terminated"))
+        if state:
+            return dict(state)
+    return {}
+
+
+def _latest_terminated(pods: Any) -> dict[str, Any]:
+    finished = [pod for pod in pods or [] if _terminated(pod)]
+    if not finished:
+        return {}
+    latest = max(finished,
+                 key=lambda pod: str((pod.get("metadata") or {}).get("creationTimestamp") or ""))
+    return _terminated(latest)
+
+
+def termination_message(pods: Any) -> str:
+    """The termination message of the most recent of a Job's pods that has terminated (its
+    summary, or the last lines of its log on an error); for a container killed before it
+    said anything, its reason and exit code."""
+    terminated = _latest_terminated(pods)
+    message = str(terminated.get("message") or "").strip()
+    if message or not terminated:
+        return message
+    reason = terminated.get("reason") or "no reason"
+    return f"the container ended with {reason} (exit code {terminated.get('exitCode')})"
+
+
+def exit_code(pods: Any) -> int | None:
+    """The exit code of the most recent of a Job's pods that has terminated, or None."""
+    code = _latest_terminated(pods).get("exitCode")
+    return int(code) if code is not None else None
+
+
+def summary(message: Any) -> dict[str, int]:
+    """The figures (size, tables, rows) a script's summary line names."""
+    return {key: int(value) for key, value in _FIGURE.findall(str(message or ""))}
+
+
+class FilterModule:
+    """The role's filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "mysql_backup_job_state": job_state,
+            "mysql_backup_termination_message": termination_message,
+            "mysql_backup_exit_code": exit_code,
+            "mysql_backup_summary": summary,
+        }

@@ -1,0 +1,114 @@
+# Dump $MYSQL_DATABASE from the server behind the Service to /backup/$BACKUP_FILE (default:
+# <Job name>.sql, the Job's name from $JOB_NAME), with /backup/$BACKUP_FILE.figures: the
+# per-table row counts and checksums ($FIGURES_SQL) of the very snapshot the dump holds.
+# Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE, CONNECT_TIMEOUT, FIGURES_SQL, BACKUP_FILE or
+# JOB_NAME, and MYSQL_PWD (the password travels in the environment only). The dump has no
+# CREATE DATABASE/USE, so the restore loads it into whatever database it is given.
+#
+# One snapshot for both: a session takes FLUSH TABLES WITH READ LOCK (writes wait) and opens
+# its consistent snapshot; mysqldump --single-transaction then opens its own; once the server
+# lists mysqldump's transaction (a root transaction newer than the lock), the lock is
+# released. No write can commit between the two snapshots, so they see the same data. The
+# figures are then computed in the first snapshot while the dump runs. Writes wait only
+# from the lock to mysqldump's START TRANSACTION.
+#
+# Files are written under temporary names and renamed only once mysqldump succeeded and
+# wrote its completion trailer (figures first, dump last), so a file name never refers to a
+# partial dump. The last line of output (and /dev/termination-log) is a summary.
+set -eu
+BACKUP_FILE=${BACKUP_FILE:-$JOB_NAME.sql}
+work=$(mktemp -d)
+tmp="/backup/.$BACKUP_FILE.partial"
+figures_tmp="/backup/.$BACKUP_FILE.figures.partial"
+lock_pid='' dump_pid=''
+cleanup() {
+  [ -z "$lock_pid" ] || kill "$lock_pid" 2>/dev/null || true
+  [ -z "$dump_pid" ] || kill "$dump_pid" 2>/dev/null || true
+  rm -f "$tmp" "$figures_tmp"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "backup: $*" >&2
+  printf 'backup of %s failed: %s\n' "$MYSQL_DATABASE" "$*" > /dev/termination-log 2>/dev/null || true
+  exit 1
+}
+client() {
+  mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot --connect-timeout=5 "$@"
+}
+waited=0
+until client -e 'SELECT 1' "$MYSQL_DATABASE" >/dev/null 2>&1; do
+  if [ "$waited" -ge "$CONNECT_TIMEOUT" ]; then
+    fail "$MYSQL_HOST:$MYSQL_PORT did not accept a login to $MYSQL_DATABASE within ${waited}s"
+  fi
+  sleep 3
+  waited=$((waited + 3))
+done
+
+# The session that holds the lock, then the figures' snapshot; fed through a FIFO.
+mkfifo "$work/in"
+(client -N -B -n "$MYSQL_DATABASE" < "$work/in" > "$work/out" 2> "$work/err"; echo $? > "$work/lock.rc") &
+lock_pid=$!
+exec 3> "$work/in"
+cat >&3 <<'SQL'
+SET SESSION lock_wait_timeout = 60;
+FLUSH TABLES WITH READ LOCK;
+START TRANSACTION WITH CONSISTENT SNAPSHOT;
+SELECT CONCAT('locked ', CONNECTION_ID());
+SQL
+until grep -q '^locked ' "$work/out"; do
+  [ ! -f "$work/lock.rc" ] || fail "could not take the read lock: $(tail -n 3 "$work/err")"
+  sleep 0.2
+done
+lock_id=$(sed -n 's/^locked //p' "$work/out")
+
+set -- --single-transaction --routines --triggers
+# Oracle MySQL's mysqldump writes SET @@GLOBAL.GTID_PURGED into the dump when the server
+# has GTIDs: a restore that is retried after a partial load (the server killed mid-way)
+# then fails on it ("must not overlap with @@GLOBAL.GTID_EXECUTED"). A backup restored
+# into a new server needs no GTID state. MariaDB's mysqldump has no such option.
+if mysqldump --help 2>/dev/null | grep -q -e '--set-gtid-purged'; then
+  set -- "$@" --set-gtid-purged=OFF
+fi
+(mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" \
+   > "$tmp" 2> "$work/dump.err"; echo $? > "$work/dump.rc") &
+dump_pid=$!
+waited=0
+while :; do
+  started=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.INNODB_TRX AS t
+      JOIN information_schema.PROCESSLIST AS p ON p.ID = t.trx_mysql_thread_id
+      WHERE p.USER = 'root' AND t.trx_mysql_thread_id > $lock_id
+        AND t.trx_mysql_thread_id <> CONNECTION_ID()") || fail "could not read the server's transactions"
+  [ "$started" -eq 0 ] || break
+  [ ! -f "$work/dump.rc" ] || break
+  [ "$waited" -lt 600 ] || fail "mysqldump did not open its snapshot within 60s"
+  sleep 0.1
+  waited=$((waited + 1))
+done
+printf 'UNLOCK TABLES;\n%s\nSELECT %s;\nCOMMIT;\n' "$FIGURES_SQL" "'figures-end'" >&3
+exec 3>&-
+while [ ! -f "$work/lock.rc" ]; do sleep 0.2; done
+[ "$(cat "$work/lock.rc")" = 0 ] || fail "the figures query failed: $(tail -n 3 "$work/err")"
+lock_pid=''
+sed -n '/^locked /,/^figures-end$/p' "$work/out" | sed '1d;$d' | LC_ALL=C sort > "$work/figures"
+grep -q '^figures-end$' "$work/out" || fail "the figures query gave no result"
+
+while [ ! -f "$work/dump.rc" ]; do sleep 0.5; done
+dump_pid=''
+[ "$(cat "$work/dump.rc")" = 0 ] || fail "mysqldump failed: $(tail -n 3 "$work/dump.err")"
+case "$(tail -n 1 "$tmp")" in
+  "-- Dump completed"*) ;;
+  *) fail "the dump of $MYSQL_DATABASE has no completion trailer" ;;
+esac
+cp "$work/figures" "$figures_tmp"
+mv "$figures_tmp" "/backup/$BACKUP_FILE.figures"
+mv "$tmp" "/backup/$BACKUP_FILE"
+trap - EXIT
+rm -rf "$work"
+size=$(wc -c < "/backup/$BACKUP_FILE")
+tables=$(wc -l < "/backup/$BACKUP_FILE.figures")
+rows=$(awk -F '\t' '{ n += $2 } END { print n + 0 }' "/backup/$BACKUP_FILE.figures")
+summary="file=$BACKUP_FILE size=$size tables=$tables rows=$rows"
+printf '%s\n' "$summary" > /dev/termination-log 2>/dev/null || true
+echo "backup: wrote /backup/$BACKUP_FILE ($size bytes)"
+echo "$summary"

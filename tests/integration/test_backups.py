@@ -1,0 +1,431 @@
+"""Backups users run every day, on both server images, against the real cluster: MySQLBackup
+records taken on demand and verified while the database is being written, a restore point
+chosen at creation (`spec.restore_from`) and its refusals, verification that fails on a
+truncated or altered file, a schedule with retention, and a scheduled dump killed mid-way.
+
+One namespace and one operator for the module. The scheduled instances are created first, so
+their runs (every minute) accumulate while the other tests use the other instances.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import figures, harness, kube
+from tests.integration import operator_harness as oh
+
+SERVERS = [oh.Server(key=key, image=image) for key, image in sorted(kube.SERVER_IMAGES.items())]
+PASSWORD = "otuspassword"
+DATABASE = "otus-database"
+BIG_ROWS = 1 << 17  # ~27 MB dumped: long enough to be killed mid-way (test_faults.py says why)
+
+
+@dataclass
+class Backups:
+    cluster: harness.Cluster
+    ns: str
+    operator: harness.Operator
+    scheduled_from: float  # when the scheduled instances were created (time.time())
+    kills: dict[str, threading.Thread]  # per scheduled instance: kills one of its dumps mid-way
+    killed: dict[str, str | BaseException]  # what each saw at its kill, or its error
+
+
+@pytest.fixture(scope="module")
+def backups(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backups]:
+    with oh.module_namespace(cluster, "backups") as ns, \
+            oh.operator_in(cluster, ns, tmp_path_factory.mktemp("backups-operator")) as operator:
+        started = time.time()
+        for server in SERVERS:
+            cluster.apply(oh.mysql_object(server.name("sched"), ns, image=server.image,
+                                          backup={"schedule": "* * * * *", "keep": 2}))
+            cluster.apply(oh.mysql_object(server.name("bk"), ns, image=server.image, backup={"verify": True}))
+        try:
+            for server in SERVERS:
+                for name in (server.name("sched"), server.name("bk")):
+                    oh.wait_successful(cluster, ns, name, operator)
+                    oh.wait_ready(cluster, ns, name)
+            b = Backups(cluster, ns, operator, started, {}, {})
+            for server in SERVERS:  # under way while the other tests run
+                b.kills[server.key] = threading.Thread(target=kill_a_scheduled_dump, args=(b, server.name("sched")))
+                b.kills[server.key].start()
+            yield b
+        except BaseException:
+            print(oh.diagnostics(cluster, ns, operator))
+            raise
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+def server_pod_name(cluster: harness.Cluster, ns: str, name: str) -> str:
+    pods = [p for p in cluster.get("-n", ns, "pods", "-l", f"app={name}")["items"]
+            if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Running"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return str(pods[0]["metadata"]["name"])
+
+
+def sql(cluster: harness.Cluster, ns: str, name: str, statement: str) -> str:
+    """Run SQL in the server's pod the way the seed walkthrough does (kubectl exec, mysql -p)."""
+    pod = server_pod_name(cluster, ns, name)
+    return cluster.kubectl("-n", ns, "exec", pod, "--", "mysql", "-uroot", f"-p{PASSWORD}", "-N", "-B",
+                           DATABASE, "-e", statement, timeout=300).stdout
+
+
+def backup_object(ns: str, name: str, instance: str, **spec: Any) -> str:
+    return json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                       "metadata": {"name": name, "namespace": ns}, "spec": {"instance": instance, **spec}})
+
+
+def record(cluster: harness.Cluster, ns: str, name: str) -> dict[str, Any]:
+    return dict(cluster.get("-n", ns, "mysqlbackups.otus.homework", name))
+
+
+def records(cluster: harness.Cluster, ns: str, instance: str) -> list[dict[str, Any]]:
+    return [r for r in cluster.get("-n", ns, "mysqlbackups.otus.homework")["items"]
+            if r["spec"]["instance"] == instance]
+
+
+def verified(obj: dict[str, Any]) -> str:
+    return str((oh.condition(obj, "Verified") or {}).get("status", ""))
+
+
+def wait_decided(b: Backups, name: str, timeout: float = 600) -> dict[str, Any]:
+    """Wait until the record's dump is Complete or Failed and its verification decided."""
+    found: dict[str, Any] = {}
+
+    def decided() -> bool:
+        if not b.operator.alive():
+            raise AssertionError(f"the operator exited:\n{b.operator.log()[-6000:]}")
+        obj = record(b.cluster, b.ns, name)
+        state = obj.get("status", {}).get("state")
+        if state == "Failed" or (state == "Complete" and verified(obj) in ("True", "False")):
+            found.update(obj)
+            return True
+        return False
+
+    b.cluster.wait_for(decided, timeout=timeout, what=f"MySQLBackup {b.ns}/{name} to be decided", interval=1)
+    return found
+
+
+def backup_dir(ns: str, name: str) -> Path:
+    return oh.HOSTPATH_BASE / "backups" / ns / name
+
+
+def for_each_server(action: Callable[[oh.Server], None]) -> None:
+    """Run `action` for both server images at once (each in a thread); re-raise the first failure."""
+    errors: list[BaseException] = []
+
+    def run(server: oh.Server) -> None:
+        try:
+            action(server)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(server,)) for server in SERVERS]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+def test_an_on_demand_backup_taken_during_writes_is_verified_against_its_own_snapshot(backups: Backups) -> None:
+    """A MySQLBackup naming an instance takes a backup now. Rows are inserted all the while (one
+    a statement, from a second client): the figures the verification compares with must come
+    from the dump's own snapshot, or the counts differ and the backup is wrongly not Verified."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("bk")
+        sql(b.cluster, b.ns, name, "CREATE TABLE busy (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(40), "
+                                   "at TIMESTAMP(6) NULL, blob_col BLOB); "
+                                   "INSERT INTO busy (v, at, blob_col) VALUES ('a', NOW(6), 0x00ff), (NULL, NULL, NULL); "
+                                   + "INSERT INTO busy (v, at, blob_col) SELECT v, at, blob_col FROM busy; " * 12)
+        pod = server_pod_name(b.cluster, b.ns, name)
+        writer = subprocess.Popen(
+            [b.cluster.kubectl_bin, "--kubeconfig", b.cluster.kubeconfig, "-n", b.ns, "exec", pod, "--", "sh", "-c",
+             "end=$(($(date +%s) + 120)); while [ \"$(date +%s)\" -lt \"$end\" ]; do "
+             f"mysql -uroot -p{PASSWORD} {DATABASE} -e "
+             "\"INSERT INTO busy (v, at) VALUES (UUID(), NOW(6))\" 2>/dev/null; done"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(3)  # the writer is going
+            before = int(sql(b.cluster, b.ns, name, "SELECT COUNT(*) FROM busy").strip())
+            b.cluster.apply(backup_object(b.ns, f"{name}-now", name))
+            obj = wait_decided(b, f"{name}-now")
+            after = int(sql(b.cluster, b.ns, name, "SELECT COUNT(*) FROM busy").strip())
+        finally:
+            writer.kill()
+            writer.wait()
+        status = obj["status"]
+        assert status["state"] == "Complete", status
+        assert verified(obj) == "True", oh.condition(obj, "Verified")
+        assert status["file"] == f"{name}-now.sql" and status["size"] > 0 and status["database"] == DATABASE
+        assert before <= status["rows"] <= after and after > before, (before, status["rows"], after)
+        assert (backup_dir(b.ns, name) / status["file"]).is_file()
+        figures.add("backups verified")
+
+    for_each_server(one)
+    listing = b.cluster.kubectl("-n", b.ns, "get", "mysqlbackups").stdout
+    assert all(f"{s.name('bk')}-now" in listing for s in SERVERS), listing
+
+
+def test_a_re_created_instance_restores_the_backup_it_names(backups: Backups) -> None:
+    """Rows written between two backups: the instance deleted (its backup taken and recorded
+    as a MySQLBackup), then re-created with `restore_from: <the older>`, holds exactly the
+    older rows. Before that, a restore_from naming a backup of another database is refused."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("bk")
+        sql(b.cluster, b.ns, name, "CREATE TABLE marks (id INT PRIMARY KEY, v VARCHAR(20)); "
+                                   "INSERT INTO marks VALUES (1, 'older')")
+        b.cluster.apply(backup_object(b.ns, f"{name}-older", name))
+        assert wait_decided(b, f"{name}-older")["status"]["state"] == "Complete"
+        sql(b.cluster, b.ns, name, "INSERT INTO marks VALUES (2, 'newer')")
+        before = {r["metadata"]["name"] for r in records(b.cluster, b.ns, name)}
+        b.cluster.kubectl("-n", b.ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=320)
+        taken = [r for r in records(b.cluster, b.ns, name) if r["metadata"]["name"] not in before]
+        assert len(taken) == 1 and taken[0]["spec"]["file"].endswith(".sql"), taken
+        at_deletion = wait_decided(b, taken[0]["metadata"]["name"])
+        assert at_deletion["status"]["state"] == "Complete" and verified(at_deletion) == "True", at_deletion["status"]
+
+        b.cluster.apply(oh.mysql_object(name, b.ns, image=server.image, database="other-db",
+                                        restore_from=f"{name}-older", backup={"verify": True}))
+
+        def refused() -> bool:
+            failure = oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {}
+            return failure.get("status") == "True"
+
+        b.cluster.wait_for(refused, timeout=120, what="the restore_from refusal", interval=1)
+        message = (oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {})["message"]
+        assert "spec.restore_from" in message and "other-db" in message and f"{name}-older" in message, message
+        assert b.cluster.kubectl("-n", b.ns, "get", "pvc", f"{name}-data", check=False).returncode != 0
+
+        b.cluster.kubectl("-n", b.ns, "patch", "mysqls.otus.homework", name, "--type", "merge",
+                          "-p", json.dumps({"spec": {"database": DATABASE}}))
+        oh.wait_successful(b.cluster, b.ns, name, b.operator)
+        oh.wait_ready(b.cluster, b.ns, name)
+        assert sql(b.cluster, b.ns, name, "SELECT v FROM marks ORDER BY id").split() == ["older"]
+
+    for_each_server(one)
+
+    # a backup that does not exist is refused too, before anything is created
+    name = "nowhere"
+    b.cluster.apply(oh.mysql_object(name, b.ns, image=kube.LOCAL_PAUSE_IMAGE, restore_from="no-such-backup"))
+
+    def refused() -> bool:
+        failure = oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {}
+        return failure.get("status") == "True"
+
+    b.cluster.wait_for(refused, timeout=120, what="the restore_from refusal", interval=1)
+    message = (oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {})["message"]
+    assert "spec.restore_from" in message and "'no-such-backup' does not exist" in message, message
+    assert any("spec.restore_from" in e["message"] for e in oh.warnings_about(b.cluster, b.ns, name))
+
+
+def test_a_restore_replaces_a_running_instances_database(backups: Backups) -> None:
+    """A MySQLRestore loads an older backup into the running instance: rows and tables written
+    since are gone, its status says what was replaced, an Event said so when it started."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("bk")
+        sql(b.cluster, b.ns, name, "INSERT INTO marks VALUES (3, 'since'); CREATE TABLE since (x INT)")
+        b.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLRestore",
+                                    "metadata": {"name": f"{name}-back", "namespace": b.ns},
+                                    "spec": {"instance": name, "backup": f"{name}-older"}}))
+
+        def done() -> bool:
+            state = b.cluster.get("-n", b.ns, "mysqlrestores.otus.homework", f"{name}-back").get("status", {})
+            return state.get("state") in ("Complete", "Failed")
+
+        b.cluster.wait_for(done, timeout=300, what=f"MySQLRestore {name}-back to finish", interval=1)
+        status = b.cluster.get("-n", b.ns, "mysqlrestores.otus.homework", f"{name}-back")["status"]
+        assert status["state"] == "Complete" and status["file"] == f"{name}-older.sql", status
+        assert "were replaced by backup" in status["message"] and status["completionTime"], status
+        assert sql(b.cluster, b.ns, name, "SELECT v FROM marks ORDER BY id").split() == ["older"]
+        assert "since" not in sql(b.cluster, b.ns, name, "SHOW TABLES").split()
+        events = b.cluster.get("-n", b.ns, "events", "--field-selector", f"involvedObject.name={name}-back")["items"]
+        assert any(e["reason"] == "ReplacingDatabase" for e in events), events
+
+    for_each_server(one)
+
+
+@pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
+def test_a_truncated_or_altered_backup_fails_verification(backups: Backups) -> None:
+    """Copies of a verified backup, one cut in half and one with a single value changed (its
+    trailer intact), recorded as MySQLBackups: both fail verification, the condition and a
+    Warning Event on the instance naming the file (and the table that differs)."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("bk")
+        directory = backup_dir(b.ns, name)
+        source = directory / f"{name}-older.sql"
+        text = source.read_bytes()
+        (directory / "cut.sql").write_bytes(text[: len(text) // 2])
+        assert b"'older'" in text
+        (directory / "altered.sql").write_bytes(text.replace(b"'older'", b"'olden'"))
+        for copy in ("cut.sql", "altered.sql"):
+            (directory / f"{copy}.figures").write_bytes((directory / f"{source.name}.figures").read_bytes())
+            b.cluster.apply(backup_object(b.ns, f"{name}-{copy[:-4]}", name, file=copy, database=DATABASE))
+        cut = wait_decided(b, f"{name}-cut")
+        altered = wait_decided(b, f"{name}-altered")
+        assert verified(cut) == "False" and "cut.sql" in (oh.condition(cut, "Verified") or {})["message"], cut["status"]
+        assert "truncated" in (oh.condition(cut, "Verified") or {})["message"]
+        message = (oh.condition(altered, "Verified") or {})["message"]
+        assert verified(altered) == "False" and "altered.sql" in message and "table `marks` differs" in message, message
+        for obj in (cut, altered):
+            failure = oh.condition(obj, "Failure") or {}
+            assert failure.get("status") == "True" and obj["spec"]["file"] in failure["message"], failure
+        warnings = [e for e in oh.warnings_about(b.cluster, b.ns, name) if e["reason"] == "BackupVerificationFailed"]
+        assert {w for e in warnings for w in ("cut.sql", "altered.sql") if w in e["message"]} == \
+            {"cut.sql", "altered.sql"}, warnings
+        figures.add("bad backups caught", 2)
+
+    for_each_server(one)
+
+
+def kill_a_scheduled_dump(b: Backups, name: str) -> None:
+    """Give the instance a big table, kill its next scheduled dump mid-way, drop the table
+    (later runs are quick again); what was seen goes to b.killed[name]."""
+    try:
+        sql(b.cluster, b.ns, name, "CREATE TABLE big (id INT AUTO_INCREMENT PRIMARY KEY, pad VARCHAR(200)); "
+                                   "INSERT INTO big (pad) VALUES (REPEAT('x', 200)); "
+                                   + "INSERT INTO big (pad) SELECT pad FROM big; " * 17)
+        b.killed[name] = kill_dump_mid_way(b.ns, name)
+        sql(b.cluster, b.ns, name, "DROP TABLE big")
+    except BaseException as e:
+        b.killed[name] = e
+
+
+def kill_dump_mid_way(ns: str, name: str, timeout: float = 150) -> str:
+    """Wait for a mysqldump against the instance whose partial file holds rows, then SIGKILL
+    every process of its pod (the container dies, as on an OOM kill or a lost node)."""
+    host = f"{name}.{ns}.svc.cluster.local"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid, argv in processes():
+            if not (argv and Path(argv[0]).name == "mysqldump" and host in argv and "--help" not in argv):
+                continue
+            partials = [p for p in backup_dir(ns, name).glob(".*.sql.partial") if p.stat().st_size > 1 << 18]
+            if not partials:
+                continue
+            try:
+                cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+            except OSError:
+                continue
+            seen = f"{partials[0].name} at {partials[0].stat().st_size} bytes"
+            for other, _ in processes():
+                try:
+                    if Path(f"/proc/{other}/cgroup").read_text() == cgroup:
+                        os.kill(other, signal.SIGKILL)
+                except OSError:
+                    continue
+            return seen
+        time.sleep(0.02)
+    raise AssertionError(f"no dump of {host} ran mid-way within {timeout:.0f}s")
+
+
+def scheduled_runs(b: Backups, name: str) -> int:
+    """How many times the instance's backup CronJob has started a run: the minutes from its
+    creation to its last schedule time (it runs every minute)."""
+    cronjob = b.cluster.get("-n", b.ns, "cronjobs", f"{name}-bk")
+    last = cronjob.get("status", {}).get("lastScheduleTime")
+    if not last:
+        return 0
+    created = cronjob["metadata"]["creationTimestamp"]
+
+    def minutes(stamp: str) -> int:
+        return int(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) // 60)
+    return minutes(last) - minutes(created)
+
+
+def processes() -> Iterator[tuple[int, list[str]]]:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            yield int(entry.name), [arg.decode(errors="replace") for arg in argv if arg]
+
+
+@pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
+def test_a_schedule_keeps_the_newest_two_and_survives_a_killed_run(backups: Backups) -> None:
+    """`schedule: every minute, keep: 2`: one run is killed mid-dump (a big table makes it long
+    enough): it leaves no file that looks complete, its record is Failed with a Warning Event
+    on the instance, and the next run succeeds. After four or more runs exactly two complete
+    backups remain, records and files, and the instance's status counts them."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("sched")
+        b.kills[server.key].join()
+        seen = b.killed[name]
+        if isinstance(seen, BaseException):
+            raise seen
+        print(f"  {name}: scheduled dump killed with {seen}")
+
+        def killed_run_failed_and_a_later_one_verified() -> bool:
+            runs = sorted(records(b.cluster, b.ns, name), key=lambda r: r["metadata"]["name"])
+            scheduled = [r for r in runs if r["spec"].get("job")]
+            failed = [r for r in scheduled if r.get("status", {}).get("state") == "Failed"]
+            if not failed:
+                return False
+            later = [r for r in scheduled if r["metadata"]["name"] > failed[-1]["metadata"]["name"]]
+            return any(r.get("status", {}).get("state") == "Complete" and verified(r) == "True" for r in later)
+
+        b.cluster.wait_for(killed_run_failed_and_a_later_one_verified, timeout=240,
+                           what=f"the killed run of {name} to fail and a later one to be verified", interval=2)
+        failed = [r for r in records(b.cluster, b.ns, name) if r.get("status", {}).get("state") == "Failed"]
+        assert len(failed) == 1, [r["metadata"]["name"] for r in failed]
+        failure = oh.condition(failed[0], "Failure") or {}
+        assert failure.get("status") == "True" and failed[0]["spec"]["job"] in failure["message"], failure
+        assert any(e["reason"] == "BackupFailed" for e in oh.warnings_about(b.cluster, b.ns, name))
+
+        def run_of(file_name: str) -> int:
+            """The run a file belongs to: its Job's schedule time (<name>-bk-<seconds>.sql...)."""
+            return int(file_name.lstrip(".").split("-bk-")[1].split(".")[0])
+
+        def settled_to_two() -> tuple[list[str], list[str]] | None:
+            """The two good backups' files and the files on disk, once there are two and no
+            other file but those of runs newer than both (under way, not recorded yet)."""
+            good = sorted(r["status"]["file"] for r in records(b.cluster, b.ns, name)
+                          if r.get("status", {}).get("state") == "Complete" and verified(r) == "True")
+            if scheduled_runs(b, name) < 4 or len(good) != 2:
+                return None
+            newest = max(run_of(f) for f in good)
+            settled = sorted(p.name for p in backup_dir(b.ns, name).iterdir() if run_of(p.name) <= newest)
+            return good, settled
+
+        def pruned_to_two() -> bool:
+            found = settled_to_two()
+            return found is not None and found[1] == sorted([*found[0], *(f"{f}.figures" for f in found[0])])
+
+        b.cluster.wait_for(pruned_to_two, timeout=180, what=f"{name} pruned to two backups", interval=2)
+        assert scheduled_runs(b, name) >= 4
+
+        def counted() -> bool:  # the instance's status follows at its next reconcile (60 s)
+            status = b.cluster.get("-n", b.ns, "mysqls.otus.homework", name)["status"].get("backup", {})
+            return bool(status.get("count") == 2 and status.get("nextScheduled")
+                        and status.get("lastFailed") == failed[0]["metadata"]["name"])
+
+        b.cluster.wait_for(counted, timeout=120, what=f"{name}'s status to count two backups", interval=2)
+        figures.add("scheduled dumps killed")
+
+    for_each_server(one)
