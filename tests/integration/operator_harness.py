@@ -149,6 +149,22 @@ def finish_removals(cluster: harness.Cluster, timeout: float = 300) -> None:
     _removing.clear()
 
 
+def backup_dir(ns: str, name: str) -> Path:
+    """The object's backup directory on the local cluster's node (this host)."""
+    return HOSTPATH_BASE / "backups" / ns / name
+
+
+def processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, argv) of every process on this host (the local cluster's node)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            yield int(entry.name), [arg.decode(errors="replace") for arg in argv if arg]
+
+
 def install_crd(cluster: harness.Cluster) -> None:
     cluster.install_crd(REPO / "deploy" / "crd.yml")
 
@@ -235,7 +251,7 @@ def secret_values(cluster: harness.Cluster, namespace: str) -> set[str]:
 def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) -> list[str]:
     """Where a Secret value of `namespace` appears (plain or base64) outside the Secrets: the
     operator's log, its runner artifacts (beside the log), the namespace's Events, the
-    MySQL objects' status, and the specs of its pods, Deployments and Jobs. A run's input
+    MySQL, MySQLBackup and MySQLRestore objects' status, and the specs of its pods, Deployments and Jobs. A run's input
     (env/extravars) counts only once the operator has stopped: while it runs, the file of a
     run in progress must merely be private to its owner."""
     places: dict[str, str] = {"operator log": operator.log()}
@@ -254,8 +270,9 @@ def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) 
             places[f"artifact {path.relative_to(runner_dir)}"] = path.read_text(errors="replace")
     events = cluster.get("-n", namespace, "events")["items"]
     places["events"] = json.dumps([[e.get("reason"), e.get("message")] for e in events], ensure_ascii=False)
-    objects = cluster.get("-n", namespace, "mysqls.otus.homework")["items"]
-    places["MySQL status"] = json.dumps([o.get("status") for o in objects], ensure_ascii=False)
+    for kind in ("mysqls", "mysqlbackups", "mysqlrestores"):
+        objects = cluster.get("-n", namespace, f"{kind}.otus.homework")["items"]
+        places[f"{kind} status"] = json.dumps([o.get("status") for o in objects], ensure_ascii=False)
     for kind in ("pods", "deployments", "jobs"):
         items = cluster.get("-n", namespace, kind)["items"]
         places[f"{kind} specs"] = json.dumps([i.get("spec") for i in items], ensure_ascii=False)

@@ -117,10 +117,6 @@ def wait_decided(b: Backups, name: str, timeout: float = 600) -> dict[str, Any]:
     return found
 
 
-def backup_dir(ns: str, name: str) -> Path:
-    return oh.HOSTPATH_BASE / "backups" / ns / name
-
-
 def for_each_server(action: Callable[[oh.Server], None]) -> None:
     """Run `action` for both server images at once (each in a thread); re-raise the first failure."""
     errors: list[BaseException] = []
@@ -175,12 +171,16 @@ def test_an_on_demand_backup_taken_during_writes_is_verified_against_its_own_sna
         assert verified(obj) == "True", oh.condition(obj, "Verified")
         assert status["file"] == f"{name}-now.sql" and status["size"] > 0 and status["database"] == DATABASE
         assert before <= status["rows"] <= after and after > before, (before, status["rows"], after)
-        assert (backup_dir(b.ns, name) / status["file"]).is_file()
+        assert (oh.backup_dir(b.ns, name) / status["file"]).is_file()
         figures.add("backups verified")
 
     for_each_server(one)
     listing = b.cluster.kubectl("-n", b.ns, "get", "mysqlbackups").stdout
     assert all(f"{s.name('bk')}-now" in listing for s in SERVERS), listing
+    for path, words in (("mysqlbackup.spec", ("instance", "file")), ("mysql.spec.backup", ("schedule", "keep")),
+                        ("mysql.spec.restore_from", ("latest", "none")), ("mysqlrestore", ("REPLACES",))):
+        explained = b.cluster.kubectl("explain", path).stdout
+        assert all(word in explained for word in words), explained
 
 
 def test_a_re_created_instance_restores_the_backup_it_names(backups: Backups) -> None:
@@ -203,14 +203,19 @@ def test_a_re_created_instance_restores_the_backup_it_names(backups: Backups) ->
         at_deletion = wait_decided(b, taken[0]["metadata"]["name"])
         assert at_deletion["status"]["state"] == "Complete" and verified(at_deletion) == "True", at_deletion["status"]
 
+        b.cluster.wait_for(lambda: b.cluster.kubectl("-n", b.ns, "get", "deploy,pvc", "-o", "name",
+                                                     "-l", f"app.kubernetes.io/instance={name}").stdout.split()
+                           == [f"persistentvolumeclaim/{name}-backup"], timeout=120,
+                           what="the children to be collected")  # or the new object waits for them
         b.cluster.apply(oh.mysql_object(name, b.ns, image=server.image, database="other-db",
                                         restore_from=f"{name}-older", backup={"verify": True}))
 
         def refused() -> bool:
+            # (first, maybe, a Failure while the deleted object's children are collected)
             failure = oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {}
-            return failure.get("status") == "True"
+            return failure.get("status") == "True" and "spec.restore_from" in failure.get("message", "")
 
-        b.cluster.wait_for(refused, timeout=120, what="the restore_from refusal", interval=1)
+        b.cluster.wait_for(refused, timeout=180, what="the restore_from refusal", interval=1)
         message = (oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {})["message"]
         assert "spec.restore_from" in message and "other-db" in message and f"{name}-older" in message, message
         assert b.cluster.kubectl("-n", b.ns, "get", "pvc", f"{name}-data", check=False).returncode != 0
@@ -274,7 +279,7 @@ def test_a_truncated_or_altered_backup_fails_verification(backups: Backups) -> N
 
     def one(server: oh.Server) -> None:
         name = server.name("bk")
-        directory = backup_dir(b.ns, name)
+        directory = oh.backup_dir(b.ns, name)
         source = directory / f"{name}-older.sql"
         text = source.read_bytes()
         (directory / "cut.sql").write_bytes(text[: len(text) // 2])
@@ -319,10 +324,10 @@ def kill_dump_mid_way(ns: str, name: str, timeout: float = 150) -> str:
     host = f"{name}.{ns}.svc.cluster.local"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pid, argv in processes():
+        for pid, argv in oh.processes():
             if not (argv and Path(argv[0]).name == "mysqldump" and host in argv and "--help" not in argv):
                 continue
-            partials = [p for p in backup_dir(ns, name).glob(".*.sql.partial") if p.stat().st_size > 1 << 18]
+            partials = [p for p in oh.backup_dir(ns, name).glob(".*.sql.partial") if p.stat().st_size > 1 << 18]
             if not partials:
                 continue
             try:
@@ -330,7 +335,7 @@ def kill_dump_mid_way(ns: str, name: str, timeout: float = 150) -> str:
             except OSError:
                 continue
             seen = f"{partials[0].name} at {partials[0].stat().st_size} bytes"
-            for other, _ in processes():
+            for other, _ in oh.processes():
                 try:
                     if Path(f"/proc/{other}/cgroup").read_text() == cgroup:
                         os.kill(other, signal.SIGKILL)
@@ -353,16 +358,6 @@ def scheduled_runs(b: Backups, name: str) -> int:
     def minutes(stamp: str) -> int:
         return int(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) // 60)
     return minutes(last) - minutes(created)
-
-
-def processes() -> Iterator[tuple[int, list[str]]]:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            yield int(entry.name), [arg.decode(errors="replace") for arg in argv if arg]
 
 
 @pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
@@ -410,7 +405,7 @@ def test_a_schedule_keeps_the_newest_two_and_survives_a_killed_run(backups: Back
             if scheduled_runs(b, name) < 4 or len(good) != 2:
                 return None
             newest = max(run_of(f) for f in good)
-            settled = sorted(p.name for p in backup_dir(b.ns, name).iterdir() if run_of(p.name) <= newest)
+            settled = sorted(p.name for p in oh.backup_dir(b.ns, name).iterdir() if run_of(p.name) <= newest)
             return good, settled
 
         def pruned_to_two() -> bool:
@@ -429,3 +424,11 @@ def test_a_schedule_keeps_the_newest_two_and_survives_a_killed_run(backups: Back
         figures.add("scheduled dumps killed")
 
     for_each_server(one)
+
+
+def test_no_secret_appears_outside_its_secrets(backups: Backups) -> None:
+    """Last in the module: the backup and restore roles read the instances (whose spec holds
+    the password); no Secret value of the namespace appears in the operator's log, its runner
+    artifacts, the Events, the objects' status or any pod, Deployment or Job spec."""
+    assert len(oh.secret_values(backups.cluster, backups.ns)) > 0, "nothing to look for"
+    assert oh.leaks(backups.cluster, backups.ns, backups.operator) == []

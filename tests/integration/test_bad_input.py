@@ -115,6 +115,12 @@ REFUSED = [
     Case("class-empty", {"storage_class": ""}, field="spec.storage_class"),
     Case("class-upper", {"storage_class": "Fast_SSD"}, field="spec.storage_class"),
     Case("class-traps", {"storage_class": traps("class")}, field="spec.storage_class"),
+    Case("keep-zero", {"backup": {"schedule": "@daily", "keep": 0}}, field="spec.backup.keep"),
+    Case("keep-word", {"backup": {"keep": "all"}}, field="spec.backup.keep"),
+    Case("schedule-words", {"backup": {"schedule": "every day"}}, field="spec.backup.schedule"),
+    Case("schedule-traps", {"backup": {"schedule": traps("cron")}}, field="spec.backup.schedule"),
+    Case("restore-from-upper", {"restore_from": "Latest_Backup"}, field="spec.restore_from"),
+    Case("restore-from-traps", {"restore_from": traps("from")}, field="spec.restore_from"),
 ]
 ACCEPTED = [
     # names and values at their limits, and metacharacters where the schema allows them
@@ -132,6 +138,13 @@ ACCEPTED = [
          field=f"spec.{REF}", accepted=True, fails=True),
     Case("ref-key-empty-value", {"password": None, REF: {"name": "has-empty-value"}},
          field=f"spec.{REF}", accepted=True, fails=True),
+    # the shape of a cron schedule, but a minute 61 (or a day that never comes)
+    Case("schedule-out-of-range", {"backup": {"schedule": "61 * * * *"}}, field="spec.backup.schedule",
+         accepted=True, fails=True),
+    Case("schedule-never", {"backup": {"schedule": "0 0 30 feb *"}}, field="spec.backup.schedule",
+         accepted=True, fails=True),
+    Case("restore-from-missing", {"restore_from": "no-such-backup"}, field="spec.restore_from",
+         accepted=True, fails=True),
 ]
 
 

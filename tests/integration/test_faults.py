@@ -152,17 +152,6 @@ def freeze_apiserver(what: str) -> None:
     Stats.freezes += 1
 
 
-def processes() -> Iterator[tuple[int, list[str]]]:
-    """(pid, argv) of every process on this host (the local cluster's node)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            yield int(entry.name), [arg.decode(errors="replace") for arg in argv if arg]
-
-
 def client_of(argv: list[str], host: str, program: str) -> bool:
     """Whether `argv` is `program` (mysql, mysqldump) connecting to `host` (the scripts' -h)."""
     return bool(argv) and Path(argv[0]).name == program and host in argv
@@ -171,7 +160,7 @@ def client_of(argv: list[str], host: str, program: str) -> bool:
 def server_pid(pod: dict[str, Any]) -> int | None:
     """The server process of `pod` on this host: mysqld/mariadbd in the pod's cgroup."""
     uid = pod["metadata"]["uid"]
-    for pid, _ in processes():
+    for pid, _ in oh.processes():
         try:
             comm = Path(f"/proc/{pid}/comm").read_text().strip()
             cgroup = Path(f"/proc/{pid}/cgroup").read_text()
@@ -201,7 +190,7 @@ def kill_server_during(cluster: harness.Cluster, ns: str, name: str, program: st
     while time.monotonic() < deadline:
         if pod is None or time.monotonic() - looked_up > 5:
             pod, looked_up = server_pod(cluster, ns, name), time.monotonic()
-        for pid, argv in processes():
+        for pid, argv in oh.processes():
             if pod is None or not client_of(argv, host, program) or "-e" in argv or not in_progress(pid):
                 continue
             server = server_pid(pod)
@@ -217,14 +206,10 @@ def kill_server_during(cluster: harness.Cluster, ns: str, name: str, program: st
     raise AssertionError(f"{program} never ran against {host} mid-way within {timeout:.0f}s")
 
 
-def backup_dir(ns: str, name: str) -> Path:
-    return oh.HOSTPATH_BASE / "backups" / ns / name
-
-
 def dump_in_progress(ns: str, name: str) -> Callable[[int], str]:
     """For kill_server_during: a partial dump file that already holds rows."""
     def check(pid: int) -> str:
-        for partial in backup_dir(ns, name).glob(".*.partial"):
+        for partial in oh.backup_dir(ns, name).glob(".*.partial"):
             size = partial.stat().st_size if partial.exists() else 0
             if size > 1 << 18 and Path(f"/proc/{pid}").exists():
                 return f"{partial.name} at {size} bytes"
@@ -241,7 +226,7 @@ def load_in_progress(ns: str, name: str) -> Callable[[int], str]:
         except OSError:
             return ""
         position = int(next(line.split()[1] for line in info.splitlines() if line.startswith("pos:")))
-        size = (backup_dir(ns, name) / Path(target).name).stat().st_size
+        size = (oh.backup_dir(ns, name) / Path(target).name).stat().st_size
         return f"{Path(target).name} at {position} of {size} bytes" if 1 << 20 < position < size - (1 << 20) else ""
     return check
 
@@ -274,7 +259,7 @@ def unmount_stale_fillers() -> None:
 def fill_backup_volume(ns: str, name: str) -> Path:
     """Put a tmpfs with room for the backups already there plus FULL_DISK_HEADROOM over the
     object's backup directory, copy the backups onto it, and fill it to FULL_DISK_LEFT."""
-    directory = backup_dir(ns, name)
+    directory = oh.backup_dir(ns, name)
     used = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
     saved = directory.rename(f"{directory}.before-fill")
     directory.mkdir()
@@ -331,7 +316,7 @@ def assert_one_of_each(cluster: harness.Cluster, ns: str, name: str) -> None:
             and not v["metadata"].get("deletionTimestamp")]
     assert len(data) == 1, data
     if cluster.local:
-        assert list(backup_dir(ns, name).glob(".*.partial")) == []
+        assert list(oh.backup_dir(ns, name).glob(".*.partial")) == []
 
 
 class Rows:
@@ -364,7 +349,7 @@ def latest_backup(cluster: harness.Cluster, ns: str, name: str) -> str:
 def assert_complete_backup(ns: str, name: str, file: str, rows: Rows) -> None:
     """The file on the backup volume (read on the node) ends with the dump's completion
     trailer and holds the latest marker row."""
-    text = (backup_dir(ns, name) / file).read_text(errors="replace")
+    text = (oh.backup_dir(ns, name) / file).read_text(errors="replace")
     assert text.rstrip("\n").splitlines()[-1].startswith("-- Dump completed"), text[-300:]
     assert rows.markers[-1] in text
 
@@ -549,7 +534,7 @@ class Scenario:
             failure = oh.condition(self.cluster.get("-n", self.ns, "mysqls.otus.homework", name), "Failure") or {}
             assert failure.get("status") == "True" and "backup" in failure.get("message", ""), failure
             assert latest_backup(self.cluster, self.ns, name) == before[name]
-            assert list(backup_dir(self.ns, name).glob(".*.partial")) == []
+            assert list(oh.backup_dir(self.ns, name).glob(".*.partial")) == []
             Stats.full_disks += 1
         for filler in fillers:
             filler.unlink()
@@ -557,8 +542,8 @@ class Scenario:
         for _, name, held in self.each():
             assert latest_backup(self.cluster, self.ns, name) != before[name]
             assert_complete_backup(self.ns, name, latest_backup(self.cluster, self.ns, name), held)
-            assert (backup_dir(self.ns, name) / before[name]).exists()
-            unmount(backup_dir(self.ns, name))
+            assert (oh.backup_dir(self.ns, name) / before[name]).exists()
+            unmount(oh.backup_dir(self.ns, name))
 
 
 def test_every_object_converges_and_keeps_its_rows_through_kills_and_freezes(
