@@ -47,7 +47,9 @@ done
 
 # The session that holds the lock, then the figures' snapshot; fed through a FIFO.
 mkfifo "$work/in"
-(client -N -B -n "$MYSQL_DATABASE" < "$work/in" > "$work/out" 2> "$work/err"; echo $? > "$work/lock.rc") &
+# (set +e in the background subshells: under set -e a failed client would end the subshell
+# before it wrote its exit code, and the script would wait for it forever)
+(set +e; client -N -B -n "$MYSQL_DATABASE" < "$work/in" > "$work/out" 2> "$work/err"; echo $? > "$work/lock.rc") &
 lock_pid=$!
 exec 3> "$work/in"
 cat >&3 <<'SQL'
@@ -70,7 +72,7 @@ set -- --single-transaction --routines --triggers
 if mysqldump --help 2>/dev/null | grep -q -e '--set-gtid-purged'; then
   set -- "$@" --set-gtid-purged=OFF
 fi
-(mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" \
+(set +e; mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" \
    > "$tmp" 2> "$work/dump.err"; echo $? > "$work/dump.rc") &
 dump_pid=$!
 waited=0
