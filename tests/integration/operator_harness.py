@@ -11,8 +11,9 @@ import json
 import os
 import shutil
 import signal
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,32 @@ class Server:
     def name(self, base: str) -> str:
         """An object name of this image's run of a test (the two runs share one namespace)."""
         return f"{base}-{self.key[:2]}"
+
+
+SERVERS = [Server(key=key, image=image) for key, image in sorted(kube.SERVER_IMAGES.items())]
+
+
+def for_each_server(action: Callable[[Server], None]) -> None:
+    """Run `action` for every server image at once, one thread each (the objects share the
+    namespace and the operator, which reconciles them side by side); re-raise the first
+    failure, after printing any other."""
+    errors: list[BaseException] = []
+
+    def run(server: Server) -> None:
+        try:
+            action(server)
+        except BaseException as e:  # re-raised below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(server,), name=server.key) for server in SERVERS]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for other in errors[1:]:
+        print(f"also failed: {other!r}")
+    if errors:
+        raise errors[0]
 
 
 SESSION_VAR = "OTUS_TEST_SESSION"  # in a test operator's environment: the pytest process that started it

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ import pytest
 from tests import figures, harness, kube
 from tests.integration import operator_harness as oh
 
-SERVERS = [oh.Server(key=key, image=image) for key, image in sorted(kube.SERVER_IMAGES.items())]
+SERVERS = oh.SERVERS
 PASSWORD = "otuspassword"
 DATABASE = "otus-database"
 BIG_ROWS = 1 << 17  # ~27 MB dumped: long enough to be killed mid-way (test_faults.py says why)
@@ -117,25 +117,6 @@ def wait_decided(b: Backups, name: str, timeout: float = 600) -> dict[str, Any]:
     return found
 
 
-def for_each_server(action: Callable[[oh.Server], None]) -> None:
-    """Run `action` for both server images at once (each in a thread); re-raise the first failure."""
-    errors: list[BaseException] = []
-
-    def run(server: oh.Server) -> None:
-        try:
-            action(server)
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(server,)) for server in SERVERS]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-
-
 # --- tests -----------------------------------------------------------------------------------
 
 def test_an_on_demand_backup_taken_during_writes_is_verified_against_its_own_snapshot(backups: Backups) -> None:
@@ -174,7 +155,7 @@ def test_an_on_demand_backup_taken_during_writes_is_verified_against_its_own_sna
         assert (oh.backup_dir(b.ns, name) / status["file"]).is_file()
         figures.add("backups verified")
 
-    for_each_server(one)
+    oh.for_each_server(one)
     listing = b.cluster.kubectl("-n", b.ns, "get", "mysqlbackups").stdout
     assert all(f"{s.name('bk')}-now" in listing for s in SERVERS), listing
     for path, words in (("mysqlbackup.spec", ("instance", "file")), ("mysql.spec.backup", ("schedule", "keep")),
@@ -226,7 +207,7 @@ def test_a_re_created_instance_restores_the_backup_it_names(backups: Backups) ->
         oh.wait_ready(b.cluster, b.ns, name)
         assert sql(b.cluster, b.ns, name, "SELECT v FROM marks ORDER BY id").split() == ["older"]
 
-    for_each_server(one)
+    oh.for_each_server(one)
 
     # a backup that does not exist is refused too, before anything is created
     name = "nowhere"
@@ -267,7 +248,7 @@ def test_a_restore_replaces_a_running_instances_database(backups: Backups) -> No
         events = b.cluster.get("-n", b.ns, "events", "--field-selector", f"involvedObject.name={name}-back")["items"]
         assert any(e["reason"] == "ReplacingDatabase" for e in events), events
 
-    for_each_server(one)
+    oh.for_each_server(one)
 
 
 @pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
@@ -302,7 +283,7 @@ def test_a_truncated_or_altered_backup_fails_verification(backups: Backups) -> N
             {"cut.sql", "altered.sql"}, warnings
         figures.add("bad backups caught", 2)
 
-    for_each_server(one)
+    oh.for_each_server(one)
 
 
 def kill_a_scheduled_dump(b: Backups, name: str) -> None:
@@ -423,7 +404,7 @@ def test_a_schedule_keeps_the_newest_two_and_survives_a_killed_run(backups: Back
         b.cluster.wait_for(counted, timeout=120, what=f"{name}'s status to count two backups", interval=2)
         figures.add("scheduled dumps killed")
 
-    for_each_server(one)
+    oh.for_each_server(one)
 
 
 def test_no_secret_appears_outside_its_secrets(backups: Backups) -> None:

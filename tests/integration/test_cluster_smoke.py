@@ -87,7 +87,10 @@ def _server_manifests(namespace: str, path: Path) -> str:
 
 
 def _client_job(namespace: str, name: str, host: str, sql: str) -> str:
-    return kube.sql_client_job(namespace, name, host, "smoke", sql, secret="db")
+    # A ready pod is not yet a reachable Service: kube-proxy programs the new endpoint a
+    # moment later (a connect timed out there once, on a loaded node). The client waits
+    # for the server, as an application's retry would.
+    return kube.sql_client_job(namespace, name, host, "smoke", sql, secret="db", wait_for_server=True)
 
 
 def test_mysql_deployment_reached_by_service_dns_name(cluster: harness.Cluster, namespace: str, hostpath_dir: Path) -> None:

@@ -1,9 +1,9 @@
 """End-to-end tests of the operator (kopf shim + watches.yaml + mysql roles) on a real cluster.
 
 The operator runs as a real process against the real API server, watching one namespace
-made for this module. MySQL is a real server: the tests that touch it run once per server
-image (`server`: the local cluster's MariaDB and Oracle MySQL images, or
-`$TEST_MYSQL_IMAGE`), sharing the namespace and the operator; rows are written and read
+made for this module. MySQL is a real server: the tests that touch it run for every server
+image at once, a thread each (`oh.for_each_server`: the local cluster's MariaDB and Oracle
+MySQL images, or `$TEST_MYSQL_IMAGE`), sharing the namespace and the operator; rows are written and read
 by Job pods of the same image that reach it by its service's DNS name, and by
 `kubectl exec` as the seed walkthrough does.
 """
@@ -33,12 +33,6 @@ def op_namespace(cluster: harness.Cluster) -> Iterator[str]:
 def operator(cluster: harness.Cluster, op_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
     with oh.operator_in(cluster, op_namespace, tmp_path_factory.mktemp("operator")) as running:
         yield running
-
-
-@pytest.fixture(scope="module", params=sorted(kube.SERVER_IMAGES.items()), ids=lambda item: item[0])
-def server(request: pytest.FixtureRequest) -> oh.Server:
-    key, image = request.param
-    return oh.Server(key=key, image=image)
 
 
 def restart_and_wait_for_run(cluster: harness.Cluster, operator: harness.Operator, ns: str,
@@ -94,53 +88,56 @@ def _secret_value(cluster: harness.Cluster, namespace: str, name: str, key: str 
 
 
 @pytest.mark.usefixtures("explain")
-def test_rows_survive_delete_and_recreate(cluster: harness.Cluster, op_namespace: str, operator: harness.Operator,
-                                          server: oh.Server) -> None:
+def test_rows_survive_delete_and_recreate(cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
     """The seed walkthrough: rows written with its own kubectl commands survive delete and apply."""
-    ns, name = op_namespace, server.name("lifecycle")
-    host = f"{name}.{ns}.svc.cluster.local"
-    cluster.apply(oh.mysql_object(name, ns, image=server.image))
-    created = oh.wait_successful(cluster, ns, name, operator)
-    assert "without restore-job" in str(created["status"]), created["status"]
-    ready = oh.condition(created, "Ready")
-    assert ready is not None and ready["status"] == "True" and ready["reason"] == "LoginAccepted", ready
-    oh.wait_ready(cluster, ns, name)
-    pods = cluster.get("-n", ns, "pods", "-l", f"app.kubernetes.io/instance={name}")["items"]
-    assert any(all(c["ready"] for c in p["status"].get("containerStatuses", [])) for p in pods)
-    printed = cluster.kubectl("-n", ns, "get", "ms", name).stdout
-    assert printed.split("\n")[0].split()[:3] == ["NAME", "READY", "STATUS"], printed
-    assert printed.split("\n")[1].split()[:3] == [name, "True", "True"], printed
 
-    rows = [f"row-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
-    values = ", ".join(f"({i}, '{v}')" for i, v in enumerate(rows))
-    pod = seed_pod(cluster, ns, name)
-    seed_exec(cluster, ns, pod, "CREATE TABLE test (id INT PRIMARY KEY, name VARCHAR(64));")
-    seed_exec(cluster, ns, pod, f"INSERT INTO test VALUES {values};")
+    def one(server: oh.Server) -> None:
+        ns, name = op_namespace, server.name("lifecycle")
+        host = f"{name}.{ns}.svc.cluster.local"
+        cluster.apply(oh.mysql_object(name, ns, image=server.image))
+        created = oh.wait_successful(cluster, ns, name, operator)
+        assert "without restore-job" in str(created["status"]), created["status"]
+        ready = oh.condition(created, "Ready")
+        assert ready is not None and ready["status"] == "True" and ready["reason"] == "LoginAccepted", ready
+        oh.wait_ready(cluster, ns, name)
+        pods = cluster.get("-n", ns, "pods", "-l", f"app.kubernetes.io/instance={name}")["items"]
+        assert any(all(c["ready"] for c in p["status"].get("containerStatuses", [])) for p in pods)
+        printed = cluster.kubectl("-n", ns, "get", "ms", name).stdout
+        assert printed.split("\n")[0].split()[:3] == ["NAME", "READY", "STATUS"], printed
+        assert printed.split("\n")[1].split()[:3] == [name, "True", "True"], printed
 
-    cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
-    backup = cluster.get("-n", ns, "job", f"{name}-backup")
-    assert backup["status"].get("succeeded") == 1, backup["status"]
-    # The owned children go with the object (garbage collection); the backup storage stays.
-    cluster.wait_for(lambda: cluster.kubectl("-n", ns, "get", "secret,deploy,svc,pvc", "-o", "name",
-                                                     "-l", f"app.kubernetes.io/instance={name}", check=False).stdout.split()
-                     == [f"persistentvolumeclaim/{name}-backup"], timeout=120, what="the children to be collected")
-    assert cluster.get("-n", ns, "pvc", f"{name}-backup")["status"]["phase"] == "Bound"
+        rows = [f"row-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+        values = ", ".join(f"({i}, '{v}')" for i, v in enumerate(rows))
+        pod = seed_pod(cluster, ns, name)
+        seed_exec(cluster, ns, pod, "CREATE TABLE test (id INT PRIMARY KEY, name VARCHAR(64));")
+        seed_exec(cluster, ns, pod, f"INSERT INTO test VALUES {values};")
 
-    cluster.apply(oh.mysql_object(name, ns, image=server.image))
-    recreated = oh.wait_successful(cluster, ns, name, operator)
-    oh.wait_ready(cluster, ns, name)
-    assert "with restore-job" in str(recreated["status"]) and "without" not in str(recreated["status"])
-    restore = cluster.get("-n", ns, "job", f"{name}-restore")
-    assert restore["status"].get("succeeded") == 1, restore["status"]
+        cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
+        backup = cluster.get("-n", ns, "job", f"{name}-backup")
+        assert backup["status"].get("succeeded") == 1, backup["status"]
+        # The owned children go with the object (garbage collection); the backup storage stays.
+        cluster.wait_for(lambda: cluster.kubectl("-n", ns, "get", "secret,deploy,svc,pvc", "-o", "name",
+                                                         "-l", f"app.kubernetes.io/instance={name}", check=False).stdout.split()
+                         == [f"persistentvolumeclaim/{name}-backup"], timeout=120, what="the children to be collected")
+        assert cluster.get("-n", ns, "pvc", f"{name}-backup")["status"]["phase"] == "Bound"
 
-    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT id, name FROM test ORDER BY id;",
-                     secret=f"{name}-credentials", image=server.image)
-    assert [line.split("\t") for line in out.strip().splitlines()] == [[str(i), v] for i, v in enumerate(rows)]
-    printed = seed_exec(cluster, ns, seed_pod(cluster, ns, name), "select * from test;")
-    assert [line.split("\t") for line in printed.strip().splitlines()] == [
-        ["id", "name"], *([str(i), v] for i, v in enumerate(rows))], printed
-    jobs = {j["metadata"]["name"]: j["status"].get("succeeded") for j in cluster.get("-n", ns, "jobs")["items"]}
-    assert jobs.get(f"{name}-backup") == 1 and jobs.get(f"{name}-restore") == 1, jobs
+        cluster.apply(oh.mysql_object(name, ns, image=server.image))
+        recreated = oh.wait_successful(cluster, ns, name, operator)
+        oh.wait_ready(cluster, ns, name)
+        assert "with restore-job" in str(recreated["status"]) and "without" not in str(recreated["status"])
+        restore = cluster.get("-n", ns, "job", f"{name}-restore")
+        assert restore["status"].get("succeeded") == 1, restore["status"]
+
+        out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT id, name FROM test ORDER BY id;",
+                         secret=f"{name}-credentials", image=server.image)
+        assert [line.split("\t") for line in out.strip().splitlines()] == [[str(i), v] for i, v in enumerate(rows)]
+        printed = seed_exec(cluster, ns, seed_pod(cluster, ns, name), "select * from test;")
+        assert [line.split("\t") for line in printed.strip().splitlines()] == [
+            ["id", "name"], *([str(i), v] for i, v in enumerate(rows))], printed
+        jobs = {j["metadata"]["name"]: j["status"].get("succeeded") for j in cluster.get("-n", ns, "jobs")["items"]}
+        assert jobs.get(f"{name}-backup") == 1 and jobs.get(f"{name}-restore") == 1, jobs
+
+    oh.for_each_server(one)
 
 
 def test_schema_rejects_bad_input(cluster: harness.Cluster, op_namespace: str) -> None:
@@ -160,35 +157,39 @@ def test_schema_rejects_bad_input(cluster: harness.Cluster, op_namespace: str) -
 
 @pytest.mark.usefixtures("explain")
 def test_template_and_shell_syntax_is_stored_literally(cluster: harness.Cluster, op_namespace: str,
-                                                       operator: harness.Operator, server: oh.Server) -> None:
+                                                       operator: harness.Operator) -> None:
     """A password with Jinja, shell and SQL quoting (a single quote among them) is stored and
     used as that text: the server accepts it for root over TCP and the socket and for the
     application user, and root has no empty password (the official MySQL image's entrypoint,
     given such a password directly, leaves exactly that half-initialised server)."""
-    ns, name = op_namespace, server.name("literal")
-    marker = f"/tmp/lit-{uuid.uuid4().hex[:6]}"  # the password has at most 128 characters
-    password = f"{{{{ lookup('pipe','touch {marker}-j') }}}}$(touch {marker}-s)`touch {marker}-t`'\";{{% raw %}}"
-    executed = lambda: sorted(str(p) for p in Path("/tmp").glob(f"{Path(marker).name}*"))  # noqa: E731
-    cluster.apply(oh.mysql_object(name, ns, password=password, image=server.image))
-    oh.wait_successful(cluster, ns, name, operator)
-    oh.wait_ready(cluster, ns, name)
-    assert _secret_value(cluster, ns, f"{name}-credentials") == password
-    assert executed() == [], "something in the spec was executed"
-    # The server accepts the literal password (the Job reads it from the Secret).
-    host = f"{name}.{ns}.svc.cluster.local"
-    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 42;", secret=f"{name}-credentials",
-                     image=server.image)
-    assert out.strip() == "42"
-    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
-                     user="app", image=server.image)
-    assert out.strip().startswith("app@"), out
-    pod = seed_pod(cluster, ns, name)
-    assert seed_exec(cluster, ns, pod, "SELECT CURRENT_USER();", password=password).split() == [
-        "CURRENT_USER()", "root@localhost"]
-    empty = cluster.kubectl("-n", ns, "exec", pod, "--", "mysql", "-uroot", "--password=", "-e", "SELECT 1",
-                            check=False)
-    assert empty.returncode != 0 and "Access denied" in empty.stderr, (empty.stdout, empty.stderr)
-    assert executed() == []
+
+    def one(server: oh.Server) -> None:
+        ns, name = op_namespace, server.name("literal")
+        marker = f"/tmp/lit-{uuid.uuid4().hex[:6]}"  # the password has at most 128 characters
+        password = f"{{{{ lookup('pipe','touch {marker}-j') }}}}$(touch {marker}-s)`touch {marker}-t`'\";{{% raw %}}"
+        executed = lambda: sorted(str(p) for p in Path("/tmp").glob(f"{Path(marker).name}*"))  # noqa: E731
+        cluster.apply(oh.mysql_object(name, ns, password=password, image=server.image))
+        oh.wait_successful(cluster, ns, name, operator)
+        oh.wait_ready(cluster, ns, name)
+        assert _secret_value(cluster, ns, f"{name}-credentials") == password
+        assert executed() == [], "something in the spec was executed"
+        # The server accepts the literal password (the Job reads it from the Secret).
+        host = f"{name}.{ns}.svc.cluster.local"
+        out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 42;", secret=f"{name}-credentials",
+                         image=server.image)
+        assert out.strip() == "42"
+        out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
+                         user="app", image=server.image)
+        assert out.strip().startswith("app@"), out
+        pod = seed_pod(cluster, ns, name)
+        assert seed_exec(cluster, ns, pod, "SELECT CURRENT_USER();", password=password).split() == [
+            "CURRENT_USER()", "root@localhost"]
+        empty = cluster.kubectl("-n", ns, "exec", pod, "--", "mysql", "-uroot", "--password=", "-e", "SELECT 1",
+                                check=False)
+        assert empty.returncode != 0 and "Access denied" in empty.stderr, (empty.stdout, empty.stderr)
+        assert executed() == []
+
+    oh.for_each_server(one)
 
 
 @pytest.mark.usefixtures("explain")
@@ -218,68 +219,75 @@ def test_unchanged_object_reconciles_without_changes(cluster: harness.Cluster, o
 
 
 @pytest.mark.usefixtures("explain")
-def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator: harness.Operator,
-                           server: oh.Server) -> None:
-    ns, name = op_namespace, server.name("rotate")
-    host = f"{name}.{ns}.svc.cluster.local"
-    old_login = f"old-login-{server.key}"
-    cluster.apply(oh.mysql_object(name, ns, password="previous-pw-1", image=server.image))
-    oh.wait_successful(cluster, ns, name, operator)
-    oh.wait_ready(cluster, ns, name)
-    cluster.kubectl("-n", ns, "create", "secret", "generic", old_login, "--from-literal=password=previous-pw-1")
-    oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=old_login, image=server.image)
+def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
 
-    cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p", '{"spec": {"password": "new-pass\'word"}}')
-    oh.wait_successful(cluster, ns, name, operator)
-    assert _secret_value(cluster, ns, f"{name}-credentials") == "new-pass'word"
-    # The server restarted with the new password in its probe's environment, and is Ready.
-    oh.wait_ready(cluster, ns, name)
-    assert oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted"
-    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
-                     image=server.image)
-    assert out.strip().startswith("root@")
-    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=f"{name}-credentials", user="app",
-                     image=server.image)
-    assert out.strip() == "1"
-    denied = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=old_login, expect_success=False,
-                        image=server.image)
-    assert "Access denied" in denied, denied
+    def one(server: oh.Server) -> None:
+        ns, name = op_namespace, server.name("rotate")
+        host = f"{name}.{ns}.svc.cluster.local"
+        old_login = f"old-login-{server.key}"
+        cluster.apply(oh.mysql_object(name, ns, password="previous-pw-1", image=server.image))
+        oh.wait_successful(cluster, ns, name, operator)
+        oh.wait_ready(cluster, ns, name)
+        cluster.kubectl("-n", ns, "create", "secret", "generic", old_login, "--from-literal=password=previous-pw-1")
+        oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=old_login, image=server.image)
+
+        cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p", '{"spec": {"password": "new-pass\'word"}}')
+        oh.wait_successful(cluster, ns, name, operator)
+        assert _secret_value(cluster, ns, f"{name}-credentials") == "new-pass'word"
+        # The server restarted with the new password in its probe's environment, and is Ready.
+        oh.wait_ready(cluster, ns, name)
+        assert oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted"
+        out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
+                         image=server.image)
+        assert out.strip().startswith("root@")
+        out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=f"{name}-credentials", user="app",
+                         image=server.image)
+        assert out.strip() == "1"
+        denied = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=old_login, expect_success=False,
+                            image=server.image)
+        assert "Access denied" in denied, denied
+
+    oh.for_each_server(one)
 
 
 @pytest.mark.usefixtures("explain")
 def test_password_rotation_through_the_referenced_secret(cluster: harness.Cluster, op_namespace: str,
-                                                         operator: harness.Operator, server: oh.Server) -> None:
+                                                         operator: harness.Operator) -> None:
     """
     spec.passwordSecretRef: the operator does not watch the user's Secret; the periodic
     reconcile (reconcilePeriod 60s) notices the edit and rotates the password inside the
     server, then in <name>-credentials.
     """
-    ns, name = op_namespace, server.name("refrotate")
-    host = f"{name}.{ns}.svc.cluster.local"
-    ref, first_login = f"ref-root-{server.key}", f"first-login-{server.key}"
-    cluster.kubectl("-n", ns, "create", "secret", "generic", ref, "--from-literal=password=first-pass")
-    cluster.kubectl("-n", ns, "create", "secret", "generic", first_login, "--from-literal=password=first-pass")
-    body = oh.mysql_object(name, ns, image=server.image).replace(
-        '"password": "otuspassword"', '"passwordSecretRef": {"name": "%s"}' % ref)
-    cluster.apply(body)
-    oh.wait_successful(cluster, ns, name, operator)
-    oh.wait_ready(cluster, ns, name)
-    assert _secret_value(cluster, ns, f"{name}-credentials") == "first-pass"
-    oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=first_login, image=server.image)
 
-    new = base64.b64encode(b"second pass'word").decode()
-    cluster.kubectl("-n", ns, "patch", "secret", ref, "--type=merge", "-p", json.dumps({"data": {"password": new}}))
-    cluster.wait_for(lambda: _secret_value(cluster, ns, f"{name}-credentials") == "second pass'word",
-                     timeout=240, what="the periodic reconcile to rotate the password", interval=3)
-    oh.wait_ready(cluster, ns, name)  # the server restarts with the new password in its probe's environment
-    out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
-                     image=server.image)
-    assert out.strip().startswith("root@")
-    denied = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=first_login, expect_success=False,
-                        image=server.image)
-    assert "Access denied" in denied, denied
-    obj = cluster.get("-n", ns, "mysqls.otus.homework", name)
-    assert "second pass" not in json.dumps(obj.get("status", {}))
+    def one(server: oh.Server) -> None:
+        ns, name = op_namespace, server.name("refrotate")
+        host = f"{name}.{ns}.svc.cluster.local"
+        ref, first_login = f"ref-root-{server.key}", f"first-login-{server.key}"
+        cluster.kubectl("-n", ns, "create", "secret", "generic", ref, "--from-literal=password=first-pass")
+        cluster.kubectl("-n", ns, "create", "secret", "generic", first_login, "--from-literal=password=first-pass")
+        body = oh.mysql_object(name, ns, image=server.image).replace(
+            '"password": "otuspassword"', '"passwordSecretRef": {"name": "%s"}' % ref)
+        cluster.apply(body)
+        oh.wait_successful(cluster, ns, name, operator)
+        oh.wait_ready(cluster, ns, name)
+        assert _secret_value(cluster, ns, f"{name}-credentials") == "first-pass"
+        oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=first_login, image=server.image)
+
+        new = base64.b64encode(b"second pass'word").decode()
+        cluster.kubectl("-n", ns, "patch", "secret", ref, "--type=merge", "-p", json.dumps({"data": {"password": new}}))
+        cluster.wait_for(lambda: _secret_value(cluster, ns, f"{name}-credentials") == "second pass'word",
+                         timeout=240, what="the periodic reconcile to rotate the password", interval=3)
+        oh.wait_ready(cluster, ns, name)  # the server restarts with the new password in its probe's environment
+        out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
+                         image=server.image)
+        assert out.strip().startswith("root@")
+        denied = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=first_login, expect_success=False,
+                            image=server.image)
+        assert "Access denied" in denied, denied
+        obj = cluster.get("-n", ns, "mysqls.otus.homework", name)
+        assert "second pass" not in json.dumps(obj.get("status", {}))
+
+    oh.for_each_server(one)
 
 
 @pytest.mark.usefixtures("explain")
@@ -392,33 +400,37 @@ def test_deleting_a_server_that_is_not_ready_waits_until_skipping_the_backup_is_
 
 @pytest.mark.usefixtures("explain")
 def test_image_change_rolls_the_deployment_and_storage_growth_is_reported(
-        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator, server: oh.Server) -> None:
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
     """spec.image reaches the Deployment's pod template; spec.storage_size growth on a
     hostPath volume (no StorageClass, so no expansion) leaves the claim as it was and says
     why in status.storage."""
-    ns, name = op_namespace, server.name("changes")
-    cluster.apply(oh.mysql_object(name, ns, image=server.image))
-    created = oh.wait_successful(cluster, ns, name, operator)
-    assert created["status"]["storage"]["current"] == "1Gi", created["status"]
-    new_image = "localhost/pause:k8s-1.20.2"  # any other image; it need not serve MySQL here
-    cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
-                    json.dumps({"spec": {"image": new_image, "storage_size": "2Gi"}}))
-    changed = oh.wait_successful(cluster, ns, name, operator)
-    assert changed["metadata"]["generation"] > created["metadata"]["generation"]
 
-    deployment = cluster.get("-n", ns, "deployment", name)
-    assert [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]] == [new_image]
-    storage = changed["status"]["storage"]
-    assert storage["requested"] == "2Gi" and storage["current"] == "1Gi", storage
-    assert str(storage["resizable"]).lower() == "false", storage
-    assert "hostPath" in storage["reason"] and "cannot be expanded" in storage["reason"], storage
-    pvc = cluster.get("-n", ns, "pvc", f"{name}-data")
-    assert pvc["spec"]["resources"]["requests"]["storage"] == "1Gi", pvc["spec"]
+    def one(server: oh.Server) -> None:
+        ns, name = op_namespace, server.name("changes")
+        cluster.apply(oh.mysql_object(name, ns, image=server.image))
+        created = oh.wait_successful(cluster, ns, name, operator)
+        assert created["status"]["storage"]["current"] == "1Gi", created["status"]
+        new_image = "localhost/pause:k8s-1.20.2"  # any other image; it need not serve MySQL here
+        cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
+                        json.dumps({"spec": {"image": new_image, "storage_size": "2Gi"}}))
+        changed = oh.wait_successful(cluster, ns, name, operator)
+        assert changed["metadata"]["generation"] > created["metadata"]["generation"]
 
-    # The new image never gets ready, so no backup can be taken: allow deleting without one.
-    cluster.kubectl("-n", ns, "annotate", "mysqls.otus.homework", name,
-                    "otus.homework/skip-backup-if-unavailable=true")
-    cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
+        deployment = cluster.get("-n", ns, "deployment", name)
+        assert [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]] == [new_image]
+        storage = changed["status"]["storage"]
+        assert storage["requested"] == "2Gi" and storage["current"] == "1Gi", storage
+        assert str(storage["resizable"]).lower() == "false", storage
+        assert "hostPath" in storage["reason"] and "cannot be expanded" in storage["reason"], storage
+        pvc = cluster.get("-n", ns, "pvc", f"{name}-data")
+        assert pvc["spec"]["resources"]["requests"]["storage"] == "1Gi", pvc["spec"]
+
+        # The new image never gets ready, so no backup can be taken: allow deleting without one.
+        cluster.kubectl("-n", ns, "annotate", "mysqls.otus.homework", name,
+                        "otus.homework/skip-backup-if-unavailable=true")
+        cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
+
+    oh.for_each_server(one)
 
 
 @pytest.mark.usefixtures("explain")
