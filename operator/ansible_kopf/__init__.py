@@ -11,7 +11,10 @@ import-linter: ``[tool.importlinter]`` in ``pyproject.toml``)::
     __main__                             entry point: check configuration, run kopf
     handlers                             kopf start-up, settings, handlers
     reconciling                          one run for one object: lock, read, mark, run, report
-    runner                               one ansible-runner run
+    runner, dependents                   one ansible-runner run; watches on what the watched
+                                         objects own (which runs their role again)
+    proxy                                the runs' way to the API server: owner references
+                                         injected, owned kinds reported to dependents
     launchers, events, status, kubeapi,  how a run's process starts and stops; its event
       locks, summary, extravars          stream; .status content; the API calls;
                                          concurrency bounds; the reconcile summary line;
@@ -24,13 +27,16 @@ import-linter: ``[tool.importlinter]`` in ``pyproject.toml``)::
 
 One reconcile, in order: kopf calls a handler (:mod:`handlers`), which calls
 :func:`reconciling.reconcile`: :mod:`locks` for its turn, :mod:`kubeapi` to read the
-object, :mod:`status` to mark it ``Running``, then :func:`runner.run_async`, which builds
+object, :mod:`status` to mark it ``Running``, :mod:`proxy` for the run's kubeconfig, then
+:func:`runner.run_async`, which builds
 the variables (:mod:`extravars`), prepares ansible-runner and has the launcher
 (:mod:`launchers`) start the process: cold, or through :mod:`warm.pool` to a warm server
 (:mod:`warm.forkserver`), whose forked child (:mod:`warm.child`) is ``ansible-playbook``
 and is reached by the per-run client (:mod:`warm.client`) over :mod:`warm.wire`. The
 run's events go through :mod:`events` (the outcome); :mod:`summary` words the log lines,
-and :mod:`status` the ``.status`` that :mod:`kubeapi` writes.
+and :mod:`status` the ``.status`` that :mod:`kubeapi` writes. The run's API requests go
+through :mod:`proxy`; a kind it reports is watched by :mod:`dependents`, and a change
+there is the other way into :func:`reconciling.reconcile` (:class:`handlers.Requeue`).
 
 Start it with ``python -m ansible_kopf`` (see ``__main__``), or for development with
 ``kopf run -m ansible_kopf.handlers``.

@@ -19,27 +19,35 @@ kopf also puts it on objects with a timer, to stop the timer cleanly on deletion
 
 Failures post a Warning event on the object with the failed task's message and are
 retried with exponential backoff (kopf keeps the retry count in an annotation).
+
+Runs reach the API server through :mod:`proxy`, which injects owner references and
+reports the kinds the runs' objects own; :mod:`dependents` watches those, and
+:class:`Requeue` runs the owner's role again when one of its objects changed.
 """
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final, cast
 
 import kopf
 
 from ansible_kopf import (
     config,
     constants,
+    dependents,
     events,
     kubeapi,
     launchers,
     locks,
+    proxy,
     reconciling,
     runner,
     watches,
 )
 from ansible_kopf.warm import pool
 
+logger = logging.getLogger(__name__)
 
 def backoff(retry: int) -> float:
     """Seconds before the next attempt: 5, 10, 20, ... up to 5 minutes."""
@@ -93,6 +101,71 @@ async def finalize(*, body: kopf.Body, resource: kopf.Resource, name: str,
     outcome = await reconciling.reconcile(_controller(param), resource=resource,
                                           namespace=namespace, name=name, finalizing=True)
     _react(body, outcome, retry, what='Finalize')
+
+
+DEPENDENT_CHANGED: Final = 'an object it owns changed, reconciling'
+
+
+class Requeue:
+    """
+    One of a watched object's dependents changed: run its role again (the SDK requeues the
+    owner). At most one run per object waits for its turn: a change while one waits adds
+    none, a change while one runs queues one more. A failed run posts a Warning event and
+    is tried again after the same backoff as kopf's retries.
+    """
+
+    def __init__(self) -> None:
+        self._kinds: dict[tuple[str, str], tuple[reconciling.Controller, kopf.Resource]] = {}
+        self._waiting: set[dependents.OwnerKey] = set()
+        self._retries: dict[dependents.OwnerKey, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._context = contextvars.copy_context()  # kopf's, for its event posting
+
+    def add(self, controller: reconciling.Controller, resource: kopf.Resource) -> None:
+        self._kinds[(controller.watch.group, controller.watch.kind)] = (controller, resource)
+
+    def __call__(self, owner: dependents.OwnerKey) -> None:
+        target = self._kinds.get((owner.group, owner.kind))
+        if target is None or not target[0].watch.watch_dependents or owner in self._waiting:
+            return
+        self._waiting.add(owner)
+        task = asyncio.get_running_loop().create_task(self._run(owner, *target),
+                                                      context=self._context.copy())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _run(self, owner: dependents.OwnerKey, controller: reconciling.Controller,
+                   resource: kopf.Resource) -> None:
+        namespace = owner.namespace if resource.namespaced else None
+        key = f"{owner.namespace}/{owner.name}" if namespace else owner.name
+        logger.info(f"{owner.kind} {key}: {DEPENDENT_CHANGED}")
+        try:
+            outcome = await reconciling.reconcile(
+                controller, resource=resource, namespace=namespace, name=owner.name,
+                started=lambda: self._waiting.discard(owner))
+        except Exception:
+            logger.exception(f"Reconcile of {owner.kind} {owner.name} after a change of an "
+                             f"object it owns failed")
+            outcome = None
+        finally:
+            self._waiting.discard(owner)
+        if outcome is None or outcome.successful:
+            self._retries.pop(owner, None)
+            return
+        retry = self._retries.get(owner, 0)
+        self._retries[owner] = retry + 1
+        body = await controller.api.get(resource, namespace=namespace, name=owner.name)
+        if body is not None:
+            message = describe(outcome, what='Reconcile')
+            kopf.warn(kopf.Body(cast(kopf.RawBody, body)), reason='ReconcileFailed',
+                      message=message[:constants.EVENT_MESSAGE_LIMIT])
+        await asyncio.sleep(backoff(retry))
+        self(owner)
 
 
 def finalizer_name(entries: Sequence[watches.Watch], logger: kopf.Logger) -> str:
@@ -178,17 +251,38 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
                              launcher=launcher)
     throttle = locks.Throttle(cfg.max_runs)
     api = kubeapi.connect()
-    register(kopf.get_default_registry(), [
-        reconciling.Controller(watch=watch, settings=shared, throttle=throttle, api=api)
-        for watch in entries
-    ])
-    for watch in entries:
+    upstream = api.upstream()
+    requeue = Requeue()
+    watcher = dependents.Watcher(upstream, cfg.namespaces, requeue)
+    runs_proxy = proxy.Proxy(upstream, cfg.workdir / 'proxy',
+                             learned=lambda _owner, dependent: watcher.follow(dependent))
+    await runs_proxy.start()
+    memo['requeue'], memo['watcher'], memo['proxy'] = requeue, watcher, runs_proxy
+    controllers = [reconciling.Controller(watch=watch, settings=shared, throttle=throttle,
+                                          api=api, runs_proxy=runs_proxy) for watch in entries]
+    register(kopf.get_default_registry(), controllers)
+    for controller in controllers:
+        watch = controller.watch
         logger.info(f"Watching {watch.gvk} with {watch.target.type} {watch.target.path}")
+        if watch.watch_dependents:
+            resource = await api.resource(watch.group, watch.version, watch.kind)
+            if resource is None:
+                logger.warning(f"{watch.gvk} is not served: changes to the objects it owns "
+                               f"will not be followed until the operator restarts")
+            else:
+                requeue.add(controller, resource)
 
 
 @kopf.on.cleanup()
 async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
-    """Stop the warm Ansible servers (they would also stop on their own: they watch us)."""
+    """
+    Stop following dependents, stop the proxy, and stop the warm Ansible servers (they
+    would also stop on their own: they watch us).
+    """
+    for name in ('requeue', 'watcher', 'proxy'):
+        part = memo.get(name)
+        if isinstance(part, Requeue | dependents.Watcher | proxy.Proxy):
+            await part.close()
     launcher = memo.get('launcher')
     if isinstance(launcher, launchers.Launcher):
         await asyncio.to_thread(launcher.close)

@@ -11,10 +11,14 @@ cluster-scoped. A kind without a status subresource answers the status patch wit
 which is taken as "nothing to report" like an object deleted meanwhile.
 
 The client is configured like kopf and ``kubernetes.core``: in-cluster service account
-when available, otherwise ``KUBECONFIG`` / ``~/.kube/config``.
+when available, otherwise ``KUBECONFIG`` / ``~/.kube/config``. The same configuration is
+what :mod:`proxy` and :mod:`dependents` use to reach the API server (:class:`Upstream`),
+and :meth:`KubernetesApi.resource` finds a watched kind's plural and scope.
 """
 import asyncio
-from collections.abc import Mapping
+import dataclasses
+import ssl
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 import kopf
@@ -75,12 +79,55 @@ class KubernetesApi:
                   name: str) -> dict[str, Any] | None:
         return await self._call('GET', path(resource, namespace=namespace, name=name))
 
+    async def resource(self, group: str, version: str, kind: str) -> kopf.Resource | None:
+        """The kind's resource (plural, scope) from discovery; ``None`` if not served."""
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        listing = await self._call('GET', base)
+        for entry in (listing or {}).get('resources') or []:
+            if entry.get('kind') == kind and '/' not in str(entry.get('name')):
+                return kopf.Resource(group, version, str(entry['name']), kind=kind,
+                                     namespaced=bool(entry.get('namespaced')))
+        return None
+
+    def upstream(self) -> 'Upstream':
+        return upstream_of(self._client.configuration)
+
     async def patch_status(self, resource: kopf.Resource, *, namespace: str | None, name: str,
                            patch: Mapping[str, Any]) -> dict[str, Any] | None:
         return await self._call(
             'PATCH', path(resource, namespace=namespace, name=name, subresource='status'),
             body={'status': dict(patch)}, headers={'Content-Type': 'application/merge-patch+json'},
             query=[('fieldManager', FIELD_MANAGER)])
+
+
+@dataclasses.dataclass(frozen=True)
+class Upstream:
+    """Where the API server is and how to authenticate to it, for an HTTP client of our own."""
+    host: str  # https://host:port, no trailing slash
+    ssl: ssl.SSLContext | bool  # False: do not verify (the kubeconfig said so)
+    authorization: Callable[[], str | None]  # the Authorization header's value, fresh per call
+
+
+def upstream_of(configuration: Any) -> Upstream:
+    """The :class:`Upstream` of a ``kubernetes.client.Configuration``."""
+    context: ssl.SSLContext | bool = False
+    if configuration.verify_ssl:
+        context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+    if configuration.cert_file:
+        if not isinstance(context, ssl.SSLContext):
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+
+    def authorization() -> str | None:
+        settings = configuration.auth_settings()  # calls the token refresh hook, if any
+        bearer = settings.get('BearerToken') or {}
+        value = bearer.get('value')
+        return str(value) if value else None
+
+    return Upstream(host=str(configuration.host).rstrip('/'), ssl=context,
+                    authorization=authorization)
 
 
 def connect() -> KubernetesApi:

@@ -14,14 +14,25 @@ With ``manageStatus: false`` steps 3 and 5 are skipped. After a successful final
 the object is about to disappear, so its status is not written either.
 kopf-specific reactions (events, retries) are the handlers' business, not this module's.
 """
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import kopf
 
-from ansible_kopf import events, extravars, kubeapi, locks, runner, status, summary, watches
+from ansible_kopf import (
+    events,
+    extravars,
+    kubeapi,
+    locks,
+    proxy,
+    runner,
+    status,
+    summary,
+    watches,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +44,16 @@ class Controller:
     settings: runner.Settings
     throttle: locks.Throttle
     api: kubeapi.ObjectsApi
+    runs_proxy: proxy.Proxy | None = None  # None: runs talk to the API server directly
+
+    @contextlib.contextmanager
+    def kubeconfig(self, obj: Mapping[str, Any]) -> Iterator[str | None]:
+        """The run's kubeconfig through the proxy, for as long as the run lasts."""
+        if self.runs_proxy is None:
+            yield None
+            return
+        with self.runs_proxy.run(proxy.Owner.of(obj, self.watch)) as path:
+            yield path
 
     def job(self, obj: Mapping[str, Any], *, finalizing: bool) -> runner.Job:
         watch = self.watch
@@ -58,11 +79,17 @@ async def reconcile(
         namespace: str | None,
         name: str,
         finalizing: bool = False,
+        started: Callable[[], None] | None = None,
 ) -> events.Outcome | None:
-    """Run for the object; return the outcome, or ``None`` if there was nothing to run."""
+    """
+    Run for the object; return the outcome, or ``None`` if there was nothing to run.
+    ``started`` is called when the object's turn has come, before it is read.
+    """
     watch, api = controller.watch, controller.api
     async with controller.throttle.hold(obj=(watch.gvk, namespace, name), kind=watch.gvk,
                                         kind_limit=watch.max_concurrent_reconciles):
+        if started is not None:
+            started()
         obj = await api.get(resource, namespace=namespace, name=name)
         metadata = (obj or {}).get('metadata') or {}
         if obj is None or (metadata.get('deletionTimestamp') and not finalizing):
@@ -75,8 +102,10 @@ async def reconcile(
             if mark is not None:
                 await api.patch_status(resource, namespace=namespace, name=name, patch=mark)
 
-        outcome = await runner.run_async(controller.job(obj, finalizing=finalizing),
-                                         controller.settings)
+        with controller.kubeconfig(obj) as kubeconfig:
+            job = dataclasses.replace(controller.job(obj, finalizing=finalizing),
+                                      kubeconfig=kubeconfig)
+            outcome = await runner.run_async(job, controller.settings)
         record = summary.Summary(
             action='finalize' if finalizing else 'reconcile', kind=watch.gvk,
             namespace=namespace, name=name, status=outcome.status,

@@ -72,6 +72,7 @@ class Job:
     extravars: Mapping[str, Any]
     max_artifacts: int
     label: str  # for the log: "<group>/<version>/<kind> <namespace>/<name>"
+    kubeconfig: str | None = None  # the run's own (through the proxy), else the operator's
 
 
 def private_data_dir(workdir: pathlib.Path, *, group: str, kind: str,
@@ -132,8 +133,9 @@ def envvars(job: Job, settings: Settings, environ: Mapping[str, str]) -> dict[st
         'ANSIBLE_LOCAL_TEMP': environ.get('ANSIBLE_LOCAL_TEMP', tmp),
         'ANSIBLE_REMOTE_TEMP': environ.get('ANSIBLE_REMOTE_TEMP', tmp),
     }
-    if settings.kubeconfig:
-        result['K8S_AUTH_KUBECONFIG'] = settings.kubeconfig
+    kubeconfig = job.kubeconfig or settings.kubeconfig
+    if kubeconfig:
+        result['K8S_AUTH_KUBECONFIG'] = kubeconfig
     return result
 
 

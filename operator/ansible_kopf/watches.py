@@ -37,8 +37,21 @@ so that users can move between the two tools:
     of ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``values``: as in a Kubernetes label
     selector, ``NotIn`` also matches an object without the label); both must match.
 
-Accepted for compatibility but ignored, with a warning: ``watchDependentResources``,
-``watchClusterScopedResources``, ``watchAnnotationsChanges``, ``blacklist``.
+``watchDependentResources``
+    Default true (as in the SDK): a change to an object that a run created or read and that
+    this kind's object owns (its controller owner reference; the SDK's annotations for a
+    cluster-scoped one) runs the role for the owner again. What counts as a change follows
+    the SDK: a deletion, or an update of anything but ``status`` (creations are the run's
+    own doing). See :mod:`dependents`.
+``watchClusterScopedResources``
+    Default false (as in the SDK): also follow cluster-scoped objects a run created.
+``injectOwnerRef``
+    Not an SDK key: default true. False: objects this kind's runs create get no injected
+    owner reference (for a role that sets its own, and creates objects that must outlive
+    the owner, such as a backup volume). See :mod:`proxy`.
+
+Accepted for compatibility but ignored, with a warning: ``watchAnnotationsChanges``,
+``blacklist``.
 Any other key is an error at start-up, as are wrong types, missing paths and duplicate GVKs.
 ``${VAR}`` references are replaced by environment variables before parsing (as in the SDK).
 """
@@ -61,11 +74,9 @@ KNOWN_KEYS: Final = (
     'group', 'version', 'kind', 'role', 'playbook', 'vars', 'reconcilePeriod',
     'manageStatus', 'finalizer', 'snakeCaseParameters', 'markUnsafe',
     'maxConcurrentReconciles', 'maxRunnerArtifacts', 'selector',
+    'watchDependentResources', 'watchClusterScopedResources', 'injectOwnerRef',
 )
-IGNORED_KEYS: Final = (
-    'watchDependentResources', 'watchClusterScopedResources', 'watchAnnotationsChanges',
-    'blacklist',
-)
+IGNORED_KEYS: Final = ('watchAnnotationsChanges', 'blacklist')
 FINALIZER_KEYS: Final = ('name', 'role', 'playbook', 'vars')
 _ENV_REFERENCE: Final = re.compile(r'\$\{([^}]+)\}')
 
@@ -131,6 +142,9 @@ class Watch:
     match_labels: Mapping[str, str]
     roles_path: tuple[pathlib.Path, ...]  # for ANSIBLE_ROLES_PATH: dependencies, include_role
     match_expressions: tuple[Requirement, ...] = ()
+    watch_dependents: bool = True
+    watch_cluster_scoped: bool = False
+    inject_owner_ref: bool = True
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether an object with these labels matches ``selector.matchExpressions``."""
@@ -222,6 +236,10 @@ class _Parser:
             match_labels=self._selector(raw, fail),
             roles_path=self._roles_path(),
             match_expressions=self._expressions(raw, fail),
+            watch_dependents=self._bool(raw, 'watchDependentResources', fail, default=True),
+            watch_cluster_scoped=self._bool(raw, 'watchClusterScopedResources', fail,
+                                            default=False),
+            inject_owner_ref=self._bool(raw, 'injectOwnerRef', fail, default=True),
         )
 
     @staticmethod

@@ -217,6 +217,19 @@ def test_unchanged_object_reconciles_without_changes(cluster: harness.Cluster, o
     after = cluster.get("-n", ns, "mysqls.otus.homework", name)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
+    # A child deleted by hand is put back by a run its dependent watch starts (issue 13), not
+    # only at the next period: the operator's log names the reason.
+    uid = cluster.get("-n", ns, "service", name)["metadata"]["uid"]
+    cluster.kubectl("-n", ns, "delete", "service", name)
+
+    def service_back() -> bool:
+        done = cluster.kubectl("-n", ns, "get", "service", name, "-o", "json", check=False)
+        return done.returncode == 0 and json.loads(done.stdout)["metadata"]["uid"] != uid
+
+    cluster.wait_for(service_back, timeout=120, what="the deleted Service to be re-created")
+    assert f"MySQL {ns}/{name}: an object it owns changed, reconciling" in operator.log(), \
+        "the Service came back without the dependent watch"
+
 
 @pytest.mark.usefixtures("explain")
 def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:

@@ -132,24 +132,28 @@ def needed(ns: str) -> list[Ask]:
         Ask("list", "events", ns, True),
         Ask("list", "pods", ns, True),
         *(Ask(v, "secrets", ns, True) for v in ("get", "create", "patch", "delete")),
-        *(Ask(v, "services", ns, True) for v in ("get", "create", "patch")),
-        *(Ask(v, "persistentvolumeclaims", ns, True) for v in ("get", "create", "patch")),
-        *(Ask(v, "deployments.apps", ns, True) for v in ("get", "create", "patch")),
-        *(Ask(v, "jobs.batch", ns, True) for v in ("get", "list", "create", "patch", "delete")),
+        # list and watch: the dependent watches (not on Secrets)
+        *(Ask(v, "services", ns, True) for v in ("get", "create", "patch", "list", "watch")),
+        *(Ask(v, "persistentvolumeclaims", ns, True)
+          for v in ("get", "create", "patch", "list", "watch")),
+        *(Ask(v, "deployments.apps", ns, True) for v in ("get", "create", "patch", "list", "watch")),
+        *(Ask(v, "jobs.batch", ns, True)
+          for v in ("get", "list", "watch", "create", "patch", "delete")),
         *(Ask(v, BACKUPS, ns, True) for v in ("get", "list", "watch", "create", "patch", "delete")),
         Ask("patch", BACKUPS, ns, True, subresource="status"),
         Ask("update", BACKUPS, ns, True, subresource="finalizers"),
         *(Ask(v, RESTORES, ns, True) for v in ("get", "list", "watch", "patch")),
         Ask("patch", RESTORES, ns, True, subresource="status"),
         Ask("update", RESTORES, ns, True, subresource="finalizers"),
-        *(Ask(v, "cronjobs.batch", ns, True) for v in ("get", "create", "patch", "delete")),
+        *(Ask(v, "cronjobs.batch", ns, True)
+          for v in ("get", "list", "watch", "create", "patch", "delete")),
     ]
     # beyond the code's needs, in that same namespace
     no = [
         *(Ask(v, MYSQLS, ns, False) for v in ("create", "update", "delete")),
         Ask("update", MYSQLS, ns, False, subresource="status"),
         *(Ask(v, "secrets", ns, False) for v in ("list", "watch", "update")),
-        *(Ask(v, "deployments.apps", ns, False) for v in ("delete", "update", "list")),
+        *(Ask(v, "deployments.apps", ns, False) for v in ("delete", "update")),
         Ask("delete", "services", ns, False),
         Ask("delete", "persistentvolumeclaims", ns, False),
         *(Ask(v, "pods", ns, False) for v in ("create", "delete", "patch", "watch")),
@@ -160,7 +164,7 @@ def needed(ns: str) -> list[Ask]:
         Ask("delete", "events", ns, False),
         *(Ask(v, RESTORES, ns, False) for v in ("create", "delete")),
         Ask("update", BACKUPS, ns, False),
-        *(Ask(v, "cronjobs.batch", ns, False) for v in ("list", "update")),
+        Ask("update", "cronjobs.batch", ns, False),
     ]
     return yes + no
 

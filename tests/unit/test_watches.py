@@ -166,13 +166,30 @@ def test_ignored_keys_are_accepted_with_a_warning(
         tree: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
     path = write(tree, """
         - {group: g.io, version: v1, kind: K, role: mysql,
-           watchDependentResources: true, watchClusterScopedResources: false}
+           watchAnnotationsChanges: true, blacklist: []}
     """)
     with caplog.at_level(logging.WARNING):
         watches.load(path)
     messages = [r.getMessage() for r in caplog.records]
-    assert any("'watchDependentResources' is not supported" in m for m in messages)
-    assert any("'watchClusterScopedResources' is not supported" in m for m in messages)
+    assert any("'watchAnnotationsChanges' is not supported" in m for m in messages)
+    assert any("'blacklist' is not supported" in m for m in messages)
+
+
+def test_dependent_watch_keys_default_as_in_the_sdk(tree: pathlib.Path) -> None:
+    path = write(tree, """
+        - {group: g.io, version: v1, kind: K, role: mysql}
+        - {group: g.io, version: v1, kind: L, role: mysql, watchDependentResources: false,
+           watchClusterScopedResources: true, injectOwnerRef: false}
+    """)
+    default, changed = watches.load(path)
+    assert (default.watch_dependents, default.watch_cluster_scoped,
+            default.inject_owner_ref) == (True, False, True)
+    assert (changed.watch_dependents, changed.watch_cluster_scoped,
+            changed.inject_owner_ref) == (False, True, False)
+    bad = write(tree, "- {group: g.io, version: v1, kind: K, role: mysql, "
+                      "watchDependentResources: 'yes'}\n")
+    with pytest.raises(watches.WatchesError, match='watchDependentResources'):
+        watches.load(bad)
 
 
 def test_unknown_key_names_the_file_the_entry_and_the_key(tree: pathlib.Path) -> None:

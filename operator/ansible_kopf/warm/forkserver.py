@@ -16,9 +16,9 @@ Two flavours (:class:`Flavour`):
     takes the descriptors, environment and directory, starts its own session and calls
     ``ansible.cli.playbook.main``. ansible-core reads its configuration when it is
     imported, so a server only serves requests whose environment equals the one it was
-    started with, apart from :data:`wire.PER_RUN` variables (``AWX_ISOLATED_DATA_DIR``),
-    and whose configuration file is the same; any other request's child ``exec``\\ s the
-    real ``ansible-playbook`` (correct, just not faster).
+    started with, apart from :data:`wire.PER_RUN` variables (``AWX_ISOLATED_DATA_DIR``,
+    ``K8S_AUTH_KUBECONFIG``), and whose configuration file is the same; any other
+    request's child ``exec``\\ s the real ``ansible-playbook`` (correct, just not faster).
 
 ``module``
     Imports what a kubernetes.core module imports (``ansible.module_utils.basic``,

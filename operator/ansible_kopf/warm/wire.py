@@ -31,7 +31,8 @@ HEADER: 'Final' = Struct('>I')
 MAX_FDS: 'Final' = 4
 FD_SIZE: 'Final' = calcsize('i')  # a descriptor in SCM_RIGHTS data: a C int
 MAX_MESSAGE: 'Final' = 256 * 1024 * 1024  # a module payload is a few MB at most
-PER_RUN: 'Final' = frozenset({'AWX_ISOLATED_DATA_DIR'})  # may differ between runs of a server
+# may differ between the runs of a server (the run's kubeconfig: its own proxy token)
+PER_RUN: 'Final' = frozenset({'AWX_ISOLATED_DATA_DIR', 'K8S_AUTH_KUBECONFIG'})
 
 
 def server_env(env: 'dict[str, str] | Mapping[str, str]') -> 'dict[str, str]':

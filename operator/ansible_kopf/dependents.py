@@ -1,0 +1,220 @@
+"""
+Dependent watches: list-and-watch each resource that :mod:`proxy` reported, and tell the
+owner of an object that changed (the SDK's ``watchDependentResources``).
+
+One watch per resource (per watched namespace, or cluster-wide), started the first time a
+run creates or reads an object of it that its object owns, and kept until the operator
+stops. What counts as a change is the SDK's (operator-lib's ``DependentPredicate``):
+- a deletion;
+- an update of anything but ``status``, ``metadata.resourceVersion`` and
+  ``metadata.managedFields`` (a Deployment's rollout progress is not a change; a hand edit
+  of its spec, labels or annotations is);
+- not a creation (a run's own doing), and not the objects found by a (re)list, except
+  those that changed or went away while the watch was down.
+The owner is the object's controller owner reference, or, for a cluster-scoped object,
+the ``operator-sdk/primary-resource`` annotations (see :mod:`proxy`). The callback gets the
+owner's group, kind, namespace and name; which kinds follow which is the caller's.
+
+A watch that fails (403 without list/watch RBAC, the API server down) is retried after
+5 s, then up to a minute between tries; the first failure of a resource is a warning in
+the log, the rest are debug lines.
+"""
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import aiohttp
+
+from ansible_kopf import kubeapi
+from ansible_kopf.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Dependent
+
+logger = logging.getLogger(__name__)
+
+WATCH_SECONDS: Final = 290  # the API server ends a watch after this; we resume from its version
+RETRY_FIRST: Final = 5.0
+RETRY_CAP: Final = 60.0
+HTTP_GONE: Final = 410
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnerKey:
+    """The owner of a dependent that changed."""
+    group: str  # "" for the core group
+    kind: str
+    namespace: str | None
+    name: str
+
+
+Changed = Callable[[OwnerKey], None]
+Seen = tuple[str, tuple[OwnerKey, ...]]  # an owned object's fingerprint and owners
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old: list again."""
+
+
+def fingerprint(obj: Mapping[str, Any]) -> str:
+    """What a change is measured on: the object without status and bookkeeping."""
+    copy = {k: v for k, v in obj.items() if k != 'status'}
+    copy['metadata'] = {k: v for k, v in (obj.get('metadata') or {}).items()
+                        if k not in ('resourceVersion', 'managedFields')}
+    return hashlib.sha256(json.dumps(copy, sort_keys=True).encode()).hexdigest()
+
+
+def owners(obj: Mapping[str, Any]) -> list[OwnerKey]:
+    """The owners to tell: the controller reference, or the SDK's annotations."""
+    metadata = obj.get('metadata') or {}
+    namespace = metadata.get('namespace')
+    found = [OwnerKey(str(ref.get('apiVersion')).rpartition('/')[0], str(ref.get('kind')),
+                      namespace, str(ref.get('name')))
+             for ref in metadata.get('ownerReferences') or ()
+             if isinstance(ref, Mapping) and ref.get('controller')]
+    annotations = metadata.get('annotations') or {}
+    primary, kind = annotations.get(PRIMARY_RESOURCE), annotations.get(PRIMARY_RESOURCE_TYPE)
+    if not found and isinstance(primary, str) and isinstance(kind, str) and '/' in primary:
+        owner_namespace, _, name = primary.partition('/')
+        kind_name, _, group = kind.partition('.')
+        found.append(OwnerKey(group, kind_name, owner_namespace or None, name))
+    return found
+
+
+class Watcher:
+    """The dependent watches of one operator."""
+
+    def __init__(self, upstream: kubeapi.Upstream, namespaces: Iterable[str],
+                 changed: Changed) -> None:
+        self._upstream = upstream
+        self._namespaces = tuple(namespaces)  # empty: cluster-wide
+        self._changed = changed
+        self._tasks: dict[tuple[Dependent, str | None], asyncio.Task[None]] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    def follow(self, dependent: Dependent) -> None:
+        """Start watching ``dependent`` (nothing if already watched)."""
+        scopes: tuple[str | None, ...] = (None,)
+        if dependent.namespaced and self._namespaces:
+            scopes = self._namespaces
+        for namespace in scopes:
+            key = (dependent, namespace)
+            if key not in self._tasks:
+                logger.info(f"Watching {dependent.api_version} {dependent.plural}"
+                            f"{' in ' + namespace if namespace else ''} for changes to "
+                            f"objects the watched kinds own")
+                self._tasks[key] = asyncio.create_task(self._follow(dependent, namespace))
+
+    async def close(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        for task in self._tasks.values():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._session is not None:
+            await self._session.close()
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._upstream.ssl),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=30,
+                                              sock_read=WATCH_SECONDS + 30))
+        return self._session
+
+    def _url(self, dependent: Dependent, namespace: str | None) -> str:
+        base = (f"/apis/{dependent.group}/{dependent.version}" if dependent.group
+                else f"/api/{dependent.version}")
+        scope = f"/namespaces/{namespace}" if namespace else ''
+        return f"{self._upstream.host}{base}{scope}/{dependent.plural}"
+
+    def _headers(self) -> dict[str, str]:
+        token = self._upstream.authorization()
+        return {'Accept': 'application/json', **({'Authorization': token} if token else {})}
+
+    async def _follow(self, dependent: Dependent, namespace: str | None) -> None:
+        seen: dict[str, Seen] = {}  # uid: (fingerprint, owners) of the owned objects
+        failures = 0
+        while True:
+            try:
+                version = await self._list(dependent, namespace, seen)
+                failures = 0
+                while True:
+                    version = await self._watch(dependent, namespace, seen, version)
+            except Gone:
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the API server down, RBAC: try again later
+                log = logger.warning if failures == 0 else logger.debug
+                log(f"Watch of {dependent.api_version} {dependent.plural} failed ({e}); "
+                    f"retrying")
+                delay = min(RETRY_FIRST * 2 ** failures, RETRY_CAP)
+                failures += 1
+                await asyncio.sleep(delay)
+
+    async def _list(self, dependent: Dependent, namespace: str | None,
+                    seen: dict[str, Seen]) -> str:
+        async with self._client().get(self._url(dependent, namespace),
+                                      headers=self._headers()) as response:
+            if response.status != 200:  # noqa: PLR2004
+                raise RuntimeError(f"list answered {response.status}: "
+                                   f"{(await response.text())[:200]}")
+            listing = await response.json()
+        current: dict[str, Seen] = {}
+        for item in listing.get('items') or ():
+            uid, found = (item.get('metadata') or {}).get('uid'), owners(item)
+            if uid and found:
+                current[uid] = (fingerprint(item), tuple(found))
+        if seen:  # a relist: what changed or went away while the watch was down
+            for uid, before in seen.items():
+                after = current.get(uid)
+                if after is None or after[0] != before[0]:
+                    self._tell((after or before)[1])
+        seen.clear()
+        seen.update(current)
+        return str((listing.get('metadata') or {}).get('resourceVersion') or '')
+
+    async def _watch(self, dependent: Dependent, namespace: str | None,
+                     seen: dict[str, Seen], version: str) -> str:
+        params = {'watch': '1', 'allowWatchBookmarks': 'true',
+                  'timeoutSeconds': str(WATCH_SECONDS), 'resourceVersion': version}
+        async with self._client().get(self._url(dependent, namespace), params=params,
+                                      headers=self._headers()) as response:
+            if response.status == HTTP_GONE:
+                raise Gone
+            if response.status != 200:  # noqa: PLR2004
+                raise RuntimeError(f"watch answered {response.status}")
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = event.get('type'), event.get('object') or {}
+                if kind == 'ERROR':
+                    if obj.get('code') == HTTP_GONE:
+                        raise Gone
+                    raise RuntimeError(f"watch error: {obj.get('message')}")
+                metadata = obj.get('metadata') or {}
+                version = str(metadata.get('resourceVersion') or version)
+                uid = metadata.get('uid')
+                if kind == 'BOOKMARK' or not uid:
+                    continue
+                found = tuple(owners(obj))
+                if kind == 'DELETED':
+                    seen.pop(uid, None)
+                    self._tell(found)
+                    continue
+                before = seen.pop(uid, None)
+                if not found:
+                    continue
+                print_ = fingerprint(obj)
+                seen[uid] = (print_, found)
+                if kind == 'MODIFIED' and before is not None and before[0] != print_:
+                    self._tell(found)
+        return version
+
+    def _tell(self, found: Iterable[OwnerKey]) -> None:
+        for owner in found:
+            self._changed(owner)

@@ -1,0 +1,293 @@
+"""
+The API proxy between the runs and the API server: owner references injected into what a
+run creates, and the kinds a run creates or reads that its object owns reported to
+:mod:`dependents` (the Operator SDK's design: its runs talk to a local proxy too).
+
+Each run gets a kubeconfig of its own (``K8S_AUTH_KUBECONFIG``, mode 0600, removed when
+the run ends) that points ``kubernetes.core`` at ``http://127.0.0.1:<port>`` with a random
+bearer token. The token tells the proxy which object the run is for; a request without a
+live run's token is refused (401), so the proxy gives nobody on the host the operator's
+rights. Requests are passed on with the operator's own credentials; responses, watches
+included, are streamed back unchanged.
+
+What the proxy changes (the SDK's ``--inject-owner-ref`` semantics): the body of a
+``POST`` that creates an object. In the run's object's namespace the new object gets a
+controller owner reference to it, unless it already has a controller; a cluster-scoped
+object, or one in another namespace, gets the annotations
+``operator-sdk/primary-resource`` (``<namespace>/<name>``) and
+``operator-sdk/primary-resource-type`` (``<Kind>.<group>``). A watches entry with
+``injectOwnerRef: false`` turns this off for its kind.
+
+What it reports: the resource (group, version, plural, scope) of an object a run created
+and that its object owns, and of one it read (``GET`` of one object or a list) that its
+object controls. A read is only inspected until that resource is known for that kind.
+"""
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+import re
+import secrets
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
+
+import aiohttp
+import yaml
+from aiohttp import web
+
+from ansible_kopf import kubeapi, watches
+
+logger = logging.getLogger(__name__)
+
+HTTP_OK: Final = 200
+HTTP_CREATED: Final = 201
+PRIMARY_RESOURCE: Final = 'operator-sdk/primary-resource'
+PRIMARY_RESOURCE_TYPE: Final = 'operator-sdk/primary-resource-type'
+# not forwarded either way: hop-by-hop headers, and what the proxy sets itself
+_REQUEST_DROPPED: Final = frozenset({'host', 'authorization', 'connection', 'content-length',
+                                     'transfer-encoding', 'accept-encoding', 'keep-alive',
+                                     'proxy-authorization', 'upgrade'})
+_RESPONSE_DROPPED: Final = frozenset({'connection', 'content-length', 'transfer-encoding',
+                                      'keep-alive', 'content-encoding'})
+_PATH: Final = re.compile(
+    r'^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))'
+    r'(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?'
+    r'(?:/(?P<sub>[^/]+))?$')
+
+
+@dataclasses.dataclass(frozen=True)
+class Dependent:
+    """A resource whose objects a watched kind's objects own."""
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """The object a run is for, and its watches entry."""
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str
+    watch: watches.Watch
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any], watch: watches.Watch) -> 'Owner':
+        metadata = obj.get('metadata') or {}
+        return cls(api_version=str(obj.get('apiVersion')), kind=str(obj.get('kind')),
+                   namespace=metadata.get('namespace'), name=str(metadata.get('name')),
+                   uid=str(metadata.get('uid')), watch=watch)
+
+    def reference(self) -> dict[str, Any]:
+        return {'apiVersion': self.api_version, 'kind': self.kind, 'name': self.name,
+                'uid': self.uid, 'controller': True, 'blockOwnerDeletion': True}
+
+    def controls(self, obj: Any) -> bool:
+        """Whether ``obj`` (an object of the API) has this owner as its controller."""
+        if not isinstance(obj, Mapping):
+            return False
+        metadata = obj.get('metadata') or {}
+        if any(isinstance(ref, Mapping) and ref.get('uid') == self.uid and ref.get('controller')
+               for ref in metadata.get('ownerReferences') or ()):
+            return True
+        annotations = metadata.get('annotations') or {}
+        return bool(annotations.get(PRIMARY_RESOURCE) == f"{self.namespace or ''}/{self.name}"
+                    and annotations.get(PRIMARY_RESOURCE_TYPE) == self.type_annotation)
+
+    @property
+    def type_annotation(self) -> str:
+        group = self.api_version.rpartition('/')[0]
+        return f"{self.kind}.{group}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What a request's path addresses."""
+    dependent: Dependent
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+    @classmethod
+    def parse(cls, path: str) -> 'Target | None':
+        match = _PATH.match(path)
+        if match is None:
+            return None
+        namespaced = match['namespace'] is not None
+        group, version = ('', match['core']) if match['core'] else (match['group'],
+                                                                     match['version'])
+        return cls(Dependent(group, version, match['plural'], namespaced=namespaced),
+                   namespace=match['namespace'], name=match['name'], subresource=match['sub'])
+
+
+def inject(owner: Owner, target: Target, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object to create, with the owner reference or annotations the SDK would add."""
+    metadata = obj.setdefault('metadata', {})
+    if not isinstance(metadata, dict):
+        return obj
+    namespace = target.namespace or metadata.get('namespace')
+    if target.dependent.namespaced and namespace == owner.namespace:
+        references = metadata.get('ownerReferences') or []
+        if isinstance(references, list) and not any(
+                isinstance(ref, Mapping) and ref.get('controller') for ref in references):
+            metadata['ownerReferences'] = [*references, owner.reference()]
+    else:
+        annotations = metadata.setdefault('annotations', {}) or {}
+        if isinstance(annotations, dict):
+            annotations.setdefault(PRIMARY_RESOURCE, f"{owner.namespace or ''}/{owner.name}")
+            annotations.setdefault(PRIMARY_RESOURCE_TYPE, owner.type_annotation)
+            metadata['annotations'] = annotations
+    return obj
+
+
+def kubeconfig(*, port: int, token: str) -> str:
+    """A run's kubeconfig: the proxy, and the run's token."""
+    return yaml.safe_dump({
+        'apiVersion': 'v1', 'kind': 'Config',
+        'clusters': [{'name': 'proxy', 'cluster': {'server': f"http://127.0.0.1:{port}"}}],
+        'users': [{'name': 'run', 'user': {'token': token}}],
+        'contexts': [{'name': 'run', 'context': {'cluster': 'proxy', 'user': 'run'}}],
+        'current-context': 'run',
+    })
+
+
+Learned = Callable[[Owner, Dependent], None]
+
+
+class Proxy:
+    """The proxy server; :meth:`run` gives one run its kubeconfig."""
+
+    def __init__(self, upstream: kubeapi.Upstream, directory: pathlib.Path,
+                 learned: Learned) -> None:
+        self._upstream = upstream
+        self._directory = directory
+        self._learned = learned
+        self._runs: dict[str, Owner] = {}
+        self._known: set[tuple[str, str, Dependent]] = set()  # (apiVersion, kind, resource)
+        self._session: aiohttp.ClientSession | None = None
+        self._site: web.ServerRunner | None = None
+        self.port = 0
+
+    async def start(self, port: int = 0) -> None:
+        self._directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=self._upstream.ssl),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+            auto_decompress=False)
+        server = web.Server(self._handle)
+        runner = web.ServerRunner(server, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, '127.0.0.1', port)
+        await site.start()
+        self._site = runner
+        self.port = int(runner.addresses[0][1])
+        logger.info(f"API proxy for the runs listening on 127.0.0.1:{self.port}")
+
+    async def close(self) -> None:
+        if self._site is not None:
+            await self._site.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    @contextlib.contextmanager
+    def run(self, owner: Owner) -> Iterator[str]:
+        """The path of a kubeconfig for one run for ``owner``, valid until the block ends."""
+        token = secrets.token_urlsafe(32)
+        path = self._directory / f"run-{secrets.token_hex(8)}.kubeconfig"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, 'w', encoding='utf-8') as file:
+            file.write(kubeconfig(port=self.port, token=token))
+        self._runs[token] = owner
+        try:
+            yield str(path)
+        finally:
+            del self._runs[token]
+            path.unlink(missing_ok=True)
+
+    def _learn(self, owner: Owner, dependent: Dependent) -> None:
+        key = (owner.api_version, owner.kind, dependent)
+        if key not in self._known:
+            self._known.add(key)
+            self._learned(owner, dependent)
+
+    def _follows(self, owner: Owner, dependent: Dependent) -> bool:
+        return owner.watch.watch_dependents and (
+            dependent.namespaced or owner.watch.watch_cluster_scoped)
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        authorization = request.headers.get('Authorization', '')
+        owner = self._runs.get(authorization.removeprefix('Bearer ').strip())
+        if owner is None or self._session is None:
+            return web.json_response(
+                {'kind': 'Status', 'apiVersion': 'v1', 'status': 'Failure', 'code': 401,
+                 'reason': 'Unauthorized', 'message': 'not a token of a running reconcile'},
+                status=401)
+        body = await request.read()
+        target = Target.parse(request.path)
+        created: Dependent | None = None
+        if (request.method == 'POST' and target is not None and target.name is None
+                and body and request.content_type == 'application/json'):
+            body, created = self._creating(owner, target, body)
+        inspect = (request.method == 'GET' and target is not None and target.subresource is None
+                   and request.query.get('watch') not in ('1', 'true')
+                   and self._follows(owner, target.dependent)
+                   and (owner.api_version, owner.kind, target.dependent) not in self._known)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _REQUEST_DROPPED}
+        token = self._upstream.authorization()
+        if token:
+            headers['Authorization'] = token
+        async with self._session.request(request.method, self._upstream.host + request.raw_path,
+                                         headers=headers, data=body or None) as upstream:
+            response_headers = {k: v for k, v in upstream.headers.items()
+                                if k.lower() not in _RESPONSE_DROPPED}
+            if created is not None and upstream.status in (HTTP_OK, HTTP_CREATED):
+                self._learn(owner, created)
+            if inspect and upstream.status == HTTP_OK and target is not None:
+                data = await upstream.read()
+                self._inspect(owner, target.dependent, data)
+                return web.Response(body=data, status=upstream.status, headers=response_headers)
+            response = web.StreamResponse(status=upstream.status, headers=response_headers)
+            await response.prepare(request)
+            try:
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+            except (ConnectionResetError, asyncio.CancelledError):
+                pass  # the run went away (a watch it stopped reading)
+            return response
+
+    def _creating(self, owner: Owner, target: Target,
+                  body: bytes) -> tuple[bytes, Dependent | None]:
+        """The body to send instead, and the resource to report once it is created."""
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            return body, None
+        if not isinstance(obj, dict) or not isinstance(obj.get('kind'), str):
+            return body, None
+        if owner.watch.inject_owner_ref:
+            obj = inject(owner, target, obj)
+            body = json.dumps(obj).encode()
+        if owner.controls(obj) and self._follows(owner, target.dependent):
+            return body, target.dependent
+        return body, None
+
+    def _inspect(self, owner: Owner, dependent: Dependent, data: bytes) -> None:
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return
+        items = obj.get('items') if isinstance(obj, Mapping) else None
+        objects = items if isinstance(items, list) else [obj]
+        if any(owner.controls(item) for item in objects):
+            self._learn(owner, dependent)

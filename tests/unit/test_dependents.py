@@ -1,0 +1,50 @@
+"""What a dependent's change is, and whom it is told to (the SDK's DependentPredicate and
+owner mapping); the watches themselves against a real API server: test_dependents."""
+
+from __future__ import annotations
+
+from ansible_kopf import dependents
+
+
+def deployment(**metadata: object) -> dict[str, object]:
+    return {'apiVersion': 'apps/v1', 'kind': 'Deployment',
+            'metadata': {'name': 'web', 'namespace': 'ns', 'resourceVersion': '1', **metadata},
+            'spec': {'replicas': 1}, 'status': {'readyReplicas': 0}}
+
+
+def test_status_and_bookkeeping_are_not_a_change() -> None:
+    before = deployment()
+    after = deployment(resourceVersion='2', managedFields=[{'manager': 'kcm'}])
+    after['status'] = {'readyReplicas': 1}
+    assert dependents.fingerprint(before) == dependents.fingerprint(after)
+
+
+def test_spec_labels_and_annotations_are_a_change() -> None:
+    before = deployment()
+    assert dependents.fingerprint(before) != dependents.fingerprint(deployment(labels={'a': 'b'}))
+    changed = deployment()
+    changed['spec'] = {'replicas': 0}
+    assert dependents.fingerprint(before) != dependents.fingerprint(changed)
+
+
+def test_the_controller_reference_is_the_owner() -> None:
+    obj = deployment(ownerReferences=[
+        {'apiVersion': 'v1', 'kind': 'ConfigMap', 'name': 'not-controller', 'uid': 'a'},
+        {'apiVersion': 'otus.homework/v1', 'kind': 'MySQL', 'name': 'db', 'uid': 'b',
+         'controller': True}])
+    assert dependents.owners(obj) == [dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db')]
+
+
+def test_the_sdk_annotations_name_the_owner_of_a_cluster_scoped_object() -> None:
+    obj = {'metadata': {'name': 'pv', 'annotations': {
+        'operator-sdk/primary-resource': 'ns/db',
+        'operator-sdk/primary-resource-type': 'MySQL.otus.homework'}}}
+    assert dependents.owners(obj) == [dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db')]
+    core = {'metadata': {'name': 'x', 'annotations': {
+        'operator-sdk/primary-resource': 'ns/c',
+        'operator-sdk/primary-resource-type': 'ConfigMap.'}}}
+    assert dependents.owners(core) == [dependents.OwnerKey('', 'ConfigMap', 'ns', 'c')]
+
+
+def test_an_object_without_an_owner_tells_nobody() -> None:
+    assert dependents.owners(deployment()) == []

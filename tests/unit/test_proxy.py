@@ -1,0 +1,84 @@
+"""The proxy's pure parts: which object a path addresses, what a create gets injected, and
+whose an object is (the proxy against a real API server: tests/integration/test_dependents)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_kopf import proxy, watches
+
+
+def watch(**changes: object) -> watches.Watch:
+    fields: dict[str, object] = {
+        'group': 'otus.homework', 'version': 'v1', 'kind': 'MySQL',
+        'target': watches.Target(type='role', path=pathlib.Path('/roles/mysql')),
+        'vars': {}, 'reconcile_period': 0.0, 'manage_status': True, 'finalizer': None,
+        'snake_case_parameters': True, 'mark_unsafe': True, 'max_concurrent_reconciles': 1,
+        'max_runner_artifacts': 1, 'match_labels': {}, 'roles_path': (),
+    }
+    return watches.Watch(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+OWNER = proxy.Owner(api_version='otus.homework/v1', kind='MySQL', namespace='ns', name='db',
+                    uid='u-1', watch=watch())
+
+
+@pytest.mark.parametrize(('path', 'expected'), [
+    ('/api/v1/namespaces/ns/configmaps', ('', 'v1', 'configmaps', True, 'ns', None, None)),
+    ('/apis/apps/v1/namespaces/ns/deployments/web/status',
+     ('apps', 'v1', 'deployments', True, 'ns', 'web', 'status')),
+    ('/api/v1/persistentvolumes/pv-1', ('', 'v1', 'persistentvolumes', False, None, 'pv-1', None)),
+    ('/api/v1/namespaces/ns', ('', 'v1', 'namespaces', False, None, 'ns', None)),
+])
+def test_a_path_names_the_resource_scope_and_object(path: str, expected: tuple[object, ...]) -> None:
+    target = proxy.Target.parse(path)
+    assert target is not None
+    dependent = target.dependent
+    assert (dependent.group, dependent.version, dependent.plural, dependent.namespaced,
+            target.namespace, target.name, target.subresource) == expected
+
+
+@pytest.mark.parametrize('path', ['/api', '/apis/apps', '/version', '/openapi/v2'])
+def test_discovery_paths_address_no_object(path: str) -> None:
+    assert proxy.Target.parse(path) is None
+
+
+def test_a_create_in_the_owners_namespace_gets_a_controller_reference() -> None:
+    target = proxy.Target.parse('/api/v1/namespaces/ns/configmaps')
+    assert target is not None
+    obj = proxy.inject(OWNER, target, {'kind': 'ConfigMap', 'metadata': {'name': 'c'}})
+    assert obj['metadata']['ownerReferences'] == [{
+        'apiVersion': 'otus.homework/v1', 'kind': 'MySQL', 'name': 'db', 'uid': 'u-1',
+        'controller': True, 'blockOwnerDeletion': True}]
+    assert OWNER.controls(obj)
+
+
+def test_an_object_with_a_controller_keeps_it() -> None:
+    target = proxy.Target.parse('/api/v1/namespaces/ns/configmaps')
+    assert target is not None
+    other = {'apiVersion': 'v1', 'kind': 'Other', 'name': 'o', 'uid': 'u-2', 'controller': True}
+    obj = proxy.inject(OWNER, target, {'kind': 'ConfigMap',
+                                       'metadata': {'name': 'c', 'ownerReferences': [other]}})
+    assert obj['metadata']['ownerReferences'] == [other]
+    assert not OWNER.controls(obj)
+
+
+@pytest.mark.parametrize('path', ['/api/v1/persistentvolumes', '/api/v1/namespaces/other/configmaps'])
+def test_cluster_scoped_and_other_namespace_creates_get_the_sdk_annotations(path: str) -> None:
+    target = proxy.Target.parse(path)
+    assert target is not None
+    obj = proxy.inject(OWNER, target, {'kind': 'X', 'metadata': {'name': 'x'}})
+    assert 'ownerReferences' not in obj['metadata']
+    assert obj['metadata']['annotations'] == {
+        'operator-sdk/primary-resource': 'ns/db',
+        'operator-sdk/primary-resource-type': 'MySQL.otus.homework'}
+    assert OWNER.controls(obj)
+
+
+def test_a_runs_kubeconfig_points_at_the_proxy_with_its_token() -> None:
+    config = yaml.safe_load(proxy.kubeconfig(port=4321, token='t0k'))
+    assert config['clusters'][0]['cluster']['server'] == 'http://127.0.0.1:4321'
+    assert config['users'][0]['user'] == {'token': 't0k'}
