@@ -21,6 +21,7 @@ COPY watches.yaml /opt/mysql-operator/watches.yaml
 COPY playbooks /opt/mysql-operator/playbooks
 COPY roles /opt/mysql-operator/roles
 COPY operator/ansible_kopf /opt/mysql-operator/operator/ansible_kopf
+COPY operator/collections /opt/mysql-operator/operator/collections
 # bytecode now: the root filesystem is read-only at run time (PYTHONDONTWRITEBYTECODE)
 RUN /opt/venv/bin/python -m compileall -q /opt/mysql-operator/operator /opt/mysql-operator/roles
 

@@ -37,6 +37,7 @@ also logs the text Ansible printed for every event; ``Nothing`` logs nothing.
 The variables passed to the run are never logged.
 """
 import ast
+import contextlib
 import dataclasses
 import json
 import logging
@@ -44,8 +45,10 @@ import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
-from ansible_kopf import constants
+from ansible_kopf import constants, durations
 
+# a task of operator_sdk.util.requeue_after: its result's `period` asks for another run
+REQUEUE_ACTIONS: Final = frozenset({'operator_sdk.util.requeue_after', 'requeue_after'})
 FAILED_EVENTS: Final = frozenset({'runner_on_failed', 'runner_on_unreachable'})
 UNKNOWN_FAILURE: Final = 'unknown playbook failure'
 # Where an API error body may start in a message: JSON, or the repr of its bytes.
@@ -79,6 +82,7 @@ class Outcome:
     custom_stats: Mapping[str, Any]
     ident: str
     duration: float  # seconds, wall time of the run
+    requeue_after: float | None = None  # seconds, from operator_sdk.util.requeue_after
 
     @property
     def successful(self) -> bool:
@@ -177,6 +181,7 @@ class Collector:
         self.message: str | None = None
         self.errors: list[str] = []  # error lines printed outside of tasks (e.g. syntax)
         self.controller_pid: int | None = None  # ansible-playbook's (see launchers.Cancellation)
+        self.requeue_after: float | None = None
 
     def __call__(self, event: MutableMapping[str, Any]) -> bool:
         if self.controller_pid is None and isinstance(event.get('pid'), int):
@@ -206,6 +211,10 @@ class Collector:
     def _task_result(self, name: str, data: Mapping[str, Any]) -> None:
         task = str(data.get('task') or '?')
         res = data.get('res')
+        if (name == 'runner_on_ok' and data.get('task_action') in REQUEUE_ACTIONS
+                and isinstance(res, Mapping)):
+            with contextlib.suppress(durations.DurationError, TypeError):
+                self.requeue_after = durations.parse(str(res.get('period')))
         if name in FAILED_EVENTS and not data.get('ignore_errors'):
             self.failed_task = task
             self.message = failure_message(res)
@@ -260,4 +269,5 @@ class Collector:
             message=message,
             custom_stats=self.custom_stats,
             ident=ident, duration=duration,
+            requeue_after=self.requeue_after if successful else None,
         )

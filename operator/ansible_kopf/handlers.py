@@ -80,19 +80,24 @@ def _controller(param: Any) -> reconciling.Controller:
 
 async def reconcile(*, body: kopf.Body, resource: kopf.Resource, name: str,
                     namespace: str | None, param: Any = None, retry: int = 0,
-                    **_: Any) -> None:
-    outcome = await reconciling.reconcile(_controller(param), resource=resource,
+                    memo: kopf.Memo | None = None, **_: Any) -> None:
+    controller = _controller(param)
+    outcome = await reconciling.reconcile(controller, resource=resource,
                                           namespace=namespace, name=name)
     _react(body, outcome, retry, what='Reconcile')
+    requeue = memo.get('requeue') if memo is not None else None
+    if outcome is not None and outcome.requeue_after and isinstance(requeue, Requeue):
+        requeue.later(dependents.OwnerKey(controller.watch.group, controller.watch.kind,
+                                          namespace, name), outcome.requeue_after)
 
 
 async def resume(*, body: kopf.Body, resource: kopf.Resource, name: str,
                  namespace: str | None, reason: str, diff: kopf.Diff, param: Any = None,
-                 retry: int = 0, **_: Any) -> None:
+                 retry: int = 0, memo: kopf.Memo | None = None, **_: Any) -> None:
     if reason == kopf.Reason.UPDATE and spec_changed(diff):
         return  # the spec-update handler of the same cycle runs instead
     await reconcile(body=body, resource=resource, name=name, namespace=namespace,
-                    param=param, retry=retry)
+                    param=param, retry=retry, memo=memo)
 
 
 async def finalize(*, body: kopf.Body, resource: kopf.Resource, name: str,
@@ -104,20 +109,23 @@ async def finalize(*, body: kopf.Body, resource: kopf.Resource, name: str,
 
 
 DEPENDENT_CHANGED: Final = 'an object it owns changed, reconciling'
+REQUEUED: Final = 'requeued by its last run (requeue_after), reconciling'
 
 
 class Requeue:
     """
-    One of a watched object's dependents changed: run its role again (the SDK requeues the
-    owner). At most one run per object waits for its turn: a change while one waits adds
-    none, a change while one runs queues one more. A failed run posts a Warning event and
-    is tried again after the same backoff as kopf's retries.
+    Runs of a watched object's role that no kopf event starts: one of its dependents changed
+    (the SDK requeues the owner), or its last run asked for another after a delay
+    (``operator_sdk.util.requeue_after``). At most one run per object waits for its turn: a
+    request while one waits adds none, a request while one runs queues one more. A failed
+    run posts a Warning event and is tried again after the same backoff as kopf's retries.
     """
 
     def __init__(self) -> None:
         self._kinds: dict[tuple[str, str], tuple[reconciling.Controller, kopf.Resource]] = {}
         self._waiting: set[dependents.OwnerKey] = set()
         self._retries: dict[dependents.OwnerKey, int] = {}
+        self._timers: dict[dependents.OwnerKey, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._context = contextvars.copy_context()  # kopf's, for its event posting
 
@@ -125,37 +133,56 @@ class Requeue:
         self._kinds[(controller.watch.group, controller.watch.kind)] = (controller, resource)
 
     def __call__(self, owner: dependents.OwnerKey) -> None:
+        """A dependent of ``owner`` changed."""
         target = self._kinds.get((owner.group, owner.kind))
-        if target is None or not target[0].watch.watch_dependents or owner in self._waiting:
+        if target is not None and target[0].watch.watch_dependents:
+            self._queue(owner, reason=DEPENDENT_CHANGED)
+
+    def later(self, owner: dependents.OwnerKey, delay: float) -> None:
+        """Run for ``owner`` again in ``delay`` seconds (replacing an earlier request)."""
+        timer = self._timers.pop(owner, None)
+        if timer is not None:
+            timer.cancel()
+        self._timers[owner] = asyncio.get_running_loop().call_later(
+            delay, self._queue, owner, REQUEUED)
+
+    def _queue(self, owner: dependents.OwnerKey, reason: str) -> None:
+        if reason == REQUEUED:
+            self._timers.pop(owner, None)
+        target = self._kinds.get((owner.group, owner.kind))
+        if target is None or owner in self._waiting:
             return
         self._waiting.add(owner)
-        task = asyncio.get_running_loop().create_task(self._run(owner, *target),
+        task = asyncio.get_running_loop().create_task(self._run(owner, *target, reason=reason),
                                                       context=self._context.copy())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _run(self, owner: dependents.OwnerKey, controller: reconciling.Controller,
-                   resource: kopf.Resource) -> None:
+                   resource: kopf.Resource, *, reason: str) -> None:
         namespace = owner.namespace if resource.namespaced else None
         key = f"{owner.namespace}/{owner.name}" if namespace else owner.name
-        logger.info(f"{owner.kind} {key}: {DEPENDENT_CHANGED}")
+        logger.info(f"{owner.kind} {key}: {reason}")
         try:
             outcome = await reconciling.reconcile(
                 controller, resource=resource, namespace=namespace, name=owner.name,
                 started=lambda: self._waiting.discard(owner))
         except Exception:
-            logger.exception(f"Reconcile of {owner.kind} {owner.name} after a change of an "
-                             f"object it owns failed")
+            logger.exception(f"{owner.kind} {key}: the reconcile failed")
             outcome = None
         finally:
             self._waiting.discard(owner)
         if outcome is None or outcome.successful:
             self._retries.pop(owner, None)
+            if outcome is not None and outcome.requeue_after:
+                self.later(owner, outcome.requeue_after)
             return
         retry = self._retries.get(owner, 0)
         self._retries[owner] = retry + 1
@@ -164,8 +191,7 @@ class Requeue:
             message = describe(outcome, what='Reconcile')
             kopf.warn(kopf.Body(cast(kopf.RawBody, body)), reason='ReconcileFailed',
                       message=message[:constants.EVENT_MESSAGE_LIMIT])
-        await asyncio.sleep(backoff(retry))
-        self(owner)
+        self.later(owner, backoff(retry))
 
 
 def finalizer_name(entries: Sequence[watches.Watch], logger: kopf.Logger) -> str:
@@ -264,13 +290,12 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     for controller in controllers:
         watch = controller.watch
         logger.info(f"Watching {watch.gvk} with {watch.target.type} {watch.target.path}")
-        if watch.watch_dependents:
-            resource = await api.resource(watch.group, watch.version, watch.kind)
-            if resource is None:
-                logger.warning(f"{watch.gvk} is not served: changes to the objects it owns "
-                               f"will not be followed until the operator restarts")
-            else:
-                requeue.add(controller, resource)
+        resource = await api.resource(watch.group, watch.version, watch.kind)
+        if resource is None:
+            logger.warning(f"{watch.gvk} is not served: changes to the objects it owns and "
+                           f"requeue_after requests are not followed until the operator restarts")
+        else:
+            requeue.add(controller, resource)
 
 
 @kopf.on.cleanup()

@@ -22,7 +22,6 @@ What it reports: the resource (group, version, plural, scope) of an object a run
 and that its object owns, and of one it read (``GET`` of one object or a list) that its
 object controls. A read is only inspected until that resource is known for that kind.
 """
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -184,8 +183,8 @@ class Proxy:
             connector=aiohttp.TCPConnector(ssl=self._upstream.ssl),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
             auto_decompress=False)
-        server = web.Server(self._handle)
-        runner = web.ServerRunner(server, handle_signals=False, access_log=None)
+        server = web.Server(self._handle, access_log=None)  # the runs' requests: not logged
+        runner = web.ServerRunner(server, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, '127.0.0.1', port)
         await site.start()
@@ -242,6 +241,19 @@ class Proxy:
                    and request.query.get('watch') not in ('1', 'true')
                    and self._follows(owner, target.dependent)
                    and (owner.api_version, owner.kind, target.dependent) not in self._known)
+        try:
+            return await self._forward(request, owner=owner, target=target, body=body,
+                                       created=created, inspect=inspect)
+        except aiohttp.ClientError as e:  # the API server down: the run's request fails
+            return web.json_response(
+                {'kind': 'Status', 'apiVersion': 'v1', 'status': 'Failure', 'code': 502,
+                 'reason': 'BadGateway', 'message': f"API server unreachable: {e}"},
+                status=502)
+
+    async def _forward(self, request: web.BaseRequest, *, owner: Owner, target: Target | None,
+                       body: bytes, created: Dependent | None,
+                       inspect: bool) -> web.StreamResponse:
+        assert self._session is not None  # noqa: S101  (checked by the caller)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _REQUEST_DROPPED}
         token = self._upstream.authorization()
         if token:
@@ -262,8 +274,8 @@ class Proxy:
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                 await response.write_eof()
-            except (ConnectionResetError, asyncio.CancelledError):
-                pass  # the run went away (a watch it stopped reading)
+            except (ConnectionResetError, aiohttp.ClientError):
+                pass  # the run stopped reading (a watch it ended), or the API server went away
             return response
 
     def _creating(self, owner: Owner, target: Target,

@@ -51,6 +51,10 @@ logger = logging.getLogger(__name__)
 ansible_logger = logging.getLogger('ansible_kopf.ansible')  # the streamed task results
 
 CLUSTER_SCOPE: Final = '_cluster'  # the "namespace" directory of cluster-scoped objects
+# operator_sdk.util as this operator provides it (k8s_status, requeue_after): after the
+# user's collections, so an installed operator_sdk.util comes first
+OWN_COLLECTIONS: Final = pathlib.Path(__file__).resolve().parent.parent / 'collections'
+DEFAULT_COLLECTIONS_PATH: Final = '~/.ansible/collections:/usr/share/ansible/collections'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +127,8 @@ def envvars(job: Job, settings: Settings, environ: Mapping[str, str]) -> dict[st
     bindir = os.path.dirname(sys.executable)  # ansible-playbook of this environment
     path = environ.get('PATH', os.defpath)
     tmp = str(settings.workdir / 'tmp')
+    collections = (environ.get('ANSIBLE_COLLECTIONS_PATH')
+                   or environ.get('ANSIBLE_COLLECTIONS_PATHS') or DEFAULT_COLLECTIONS_PATH)
     result = {
         'PATH': path if bindir in path.split(os.pathsep) else f"{bindir}{os.pathsep}{path}",
         'ANSIBLE_ROLES_PATH': ':'.join(roles_path),
@@ -132,6 +138,7 @@ def envvars(job: Job, settings: Settings, environ: Mapping[str, str]) -> dict[st
         'ANSIBLE_PIPELINING': environ.get('ANSIBLE_PIPELINING', 'True'),
         'ANSIBLE_LOCAL_TEMP': environ.get('ANSIBLE_LOCAL_TEMP', tmp),
         'ANSIBLE_REMOTE_TEMP': environ.get('ANSIBLE_REMOTE_TEMP', tmp),
+        'ANSIBLE_COLLECTIONS_PATH': f"{collections}{os.pathsep}{OWN_COLLECTIONS}",
     }
     kubeconfig = job.kubeconfig or settings.kubeconfig
     if kubeconfig:

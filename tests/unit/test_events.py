@@ -226,3 +226,28 @@ def test_a_refused_request_is_the_run_s_message() -> None:
     looped = {'msg': 'One or more items failed',
               'results': [{'failed': True, 'msg': f"Failed to create object: {FORBIDDEN_BODY}"}]}
     assert events.failure_message(looped) == f"One or more items failed: Failed to create object: {FORBIDDEN}"
+
+
+def requeue(action: str, period: Any) -> dict[str, Any]:
+    return {'event': 'runner_on_ok',
+            'event_data': {'task': 'Look again', 'task_action': action,
+                           'res': {'changed': False, 'period': period}}}
+
+
+@pytest.mark.parametrize(('action', 'period', 'seconds'), [
+    ('operator_sdk.util.requeue_after', '1m30s', 90.0),
+    ('requeue_after', '5s', 5.0),
+    ('operator_sdk.util.requeue_after', 'soon', None),  # not a duration: no requeue
+    ('ansible.builtin.debug', '5s', None),  # another module's `period` means nothing
+])
+def test_requeue_after_is_read_from_its_task(action: str, period: Any, seconds: float | None) -> None:
+    c = collector()
+    c(requeue(action, period))
+    assert c.outcome(status='successful', rc=0, ident='i', duration=1.0).requeue_after == seconds
+
+
+def test_a_failed_run_is_not_requeued_by_its_request() -> None:
+    c = collector()
+    c(requeue('operator_sdk.util.requeue_after', '5s'))
+    c(failed('Later task', {'msg': 'boom'}))
+    assert c.outcome(status='failed', rc=2, ident='i', duration=1.0).requeue_after is None

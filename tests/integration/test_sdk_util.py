@@ -1,0 +1,136 @@
+"""operator_sdk.util under this operator (issue 13, item 4), against the real cluster: a role
+written for the Operator SDK calls `operator_sdk.util.k8s_status` and
+`operator_sdk.util.requeue_after` by those names, and they do what the SDK's runtime makes
+of them.
+
+The kind is a small CRD of the test's own (`Widget`, with the status subresource); its
+entry has no reconcilePeriod and there are no children, so only `requeue_after` can start
+a run that no event asked for.
+- k8s_status: the status gets the role's field and its custom condition (type `Painted`,
+  a lastTransitionTime set), beside the operator's own `Successful` condition; a second
+  run with the same values writes nothing (`changed: false`).
+- requeue_after (2 s): the role runs again and again with no change to anything, each
+  run logged as requeued; once the spec stops asking, the runs stop (the next spec change
+  is the last run).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import harness
+from tests.integration import operator_harness as oh
+
+GROUP = "sdkutil.otus.test"
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"widgets.{GROUP}"},
+    "spec": {"group": GROUP, "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "subresources": {"status": {}},
+                           "schema": {"openAPIV3Schema": {
+                               "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+ROLE = textwrap.dedent("""\
+    ---
+    - name: Report the colour in the status, with a condition of the role's own
+      operator_sdk.util.k8s_status:
+        api_version: sdkutil.otus.test/v1
+        kind: Widget
+        name: "{{ ansible_operator_meta.name }}"
+        namespace: "{{ ansible_operator_meta.namespace }}"
+        status:
+          painted: "{{ colour }}"
+        conditions:
+          - type: Painted
+            status: "True"
+            reason: ColourApplied
+            message: "painted {{ colour }}"
+      register: painted
+
+    - name: Keep what the status write did, for the test to read
+      kubernetes.core.k8s:
+        state: present
+        definition:
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: "{{ ansible_operator_meta.name }}-status-write"
+            namespace: "{{ ansible_operator_meta.namespace }}"
+          data:
+            changed: "{{ painted.changed | string }}"
+
+    - name: Look again soon
+      operator_sdk.util.requeue_after:
+        time: 2s
+      when: requeue | bool
+    """)
+
+
+@pytest.fixture(scope="module")
+def namespace(cluster: harness.Cluster) -> Iterator[str]:
+    with oh.module_namespace(cluster, "sdkutil") as name:
+        yield name
+
+
+def widget(ns: str, *, colour: str, requeue: bool) -> str:
+    return json.dumps({"apiVersion": f"{GROUP}/v1", "kind": "Widget",
+                       "metadata": {"name": "w", "namespace": ns},
+                       "spec": {"colour": colour, "requeue": requeue}})
+
+
+def test_k8s_status_and_requeue_after_work_under_their_sdk_names(
+        cluster: harness.Cluster, namespace: str, tmp_path: Path) -> None:
+    ns = namespace
+    cluster.apply(json.dumps(CRD))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/widgets.{GROUP}", "--timeout=60s")
+    tasks = tmp_path / "roles" / "widget" / "tasks"
+    tasks.mkdir(parents=True)
+    (tasks / "main.yml").write_text(ROLE)
+    watches = tmp_path / "watches.yaml"
+    watches.write_text(yaml.safe_dump([{
+        "version": "v1", "group": GROUP, "kind": "Widget", "role": str(tmp_path / "roles" / "widget"),
+    }]))
+    operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches)
+
+    def status() -> dict[str, Any]:
+        if not operator.alive():
+            raise AssertionError(f"the operator exited:\n{operator.log()[-6000:]}")
+        return cluster.get("-n", ns, "widgets." + GROUP, "w").get("status") or {}
+
+    def runs() -> int:
+        return sum(1 for s in operator.summaries() if s.name == "w" and s.status == "successful")
+
+    try:
+        cluster.apply(widget(ns, colour="green", requeue=True))
+        cluster.wait_for(lambda: status().get("painted") == "green" and runs() >= 1, timeout=120,
+                         what="the role to write the status")
+        conditions = {c["type"]: c for c in status().get("conditions") or []}
+        assert conditions["Painted"]["status"] == "True"
+        assert conditions["Painted"]["reason"] == "ColourApplied"
+        assert conditions["Painted"]["message"] == "painted green"
+        assert conditions["Painted"].get("lastTransitionTime")
+
+        # requeue_after: more runs, with nothing changed by anyone
+        cluster.wait_for(lambda: runs() >= 4, timeout=120, what="runs requeued by requeue_after")
+        assert "Widget " + ns + "/w: requeued by its last run (requeue_after)" in operator.log()
+        write = cluster.get("-n", ns, "configmap", "w-status-write")["data"]
+        assert write == {"changed": "False"}, "a status already holding the values was written again"
+        conditions = {c["type"]: c for c in status().get("conditions") or []}
+        assert conditions.get("Successful", {}).get("status") == "True", conditions
+
+        # asking no more: the spec change runs once more, and no run is requeued after it
+        cluster.apply(widget(ns, colour="blue", requeue=False))
+        cluster.wait_for(lambda: status().get("painted") == "blue", timeout=120,
+                         what="the colour change to be reported")
+        assert {c["type"]: c for c in status()["conditions"]}["Painted"]["message"] == "painted blue"
+    finally:
+        operator.stop()
