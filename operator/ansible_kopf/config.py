@@ -3,6 +3,7 @@ The operator's process-wide configuration, read once from environment variables.
 
 Names follow the Operator SDK where it has one (``WATCHES_FILE``, ``WATCH_NAMESPACE``,
 ``ANSIBLE_VERBOSITY``, ``MAX_RUNNER_ARTIFACTS``, ``HEALTH_PROBE_BIND_ADDRESS``,
+``METRICS_BIND_ADDRESS`` (unset or ``0``: no ``/metrics`` endpoint),
 ``ANSIBLE_LOG_EVENTS`` for the SDK's ``--ansible-log-events``); the rest are
 prefixed ``ANSIBLE_KOPF_`` (``ANSIBLE_KOPF_WARM=false`` turns the warm servers of
 :mod:`warm` off; ``ANSIBLE_KOPF_WARM_IDLE``, a Go duration, is how long they stay without
@@ -34,6 +35,7 @@ class Config:
     kubeconfig: str | None  # handed to kubernetes.core as K8S_AUTH_KUBECONFIG
     warm: bool = True  # runs fork from warm Ansible servers (see warm/)
     warm_idle: float = constants.DEFAULT_WARM_IDLE  # seconds unused before they stop; 0: never
+    metrics_address: tuple[str, int] | None = None  # host, port of /metrics; None: off
 
     @property
     def clusterwide(self) -> bool:
@@ -69,6 +71,17 @@ def liveness_endpoint(address: str) -> str | None:
     if not sep or not port.isdigit():
         raise ConfigError(f"{constants.ENV_HEALTH_PROBE}={address!r}: expected [host]:port or URL")
     return f"http://{host or '0.0.0.0'}:{port}{constants.HEALTH_PATH}"  # noqa: S104
+
+
+def bind_address(name: str, address: str) -> tuple[str, int] | None:
+    """The SDK's Go form (``:8383``, ``127.0.0.1:8383``); empty or ``0``: ``None``."""
+    address = address.strip()
+    if not address or address == '0':
+        return None
+    host, sep, port = address.rpartition(':')
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:  # noqa: PLR2004
+        raise ConfigError(f"{name}={address!r}: expected [host]:port")
+    return host or '0.0.0.0', int(port)  # noqa: S104
 
 
 def _boolean(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -118,4 +131,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
         kubeconfig=env.get(constants.ENV_KUBECONFIG, '').strip() or None,
         warm=_boolean(env, constants.ENV_WARM, True),
         warm_idle=_duration(env, constants.ENV_WARM_IDLE, constants.DEFAULT_WARM_IDLE),
+        metrics_address=bind_address(constants.ENV_METRICS, env.get(constants.ENV_METRICS, '')),
     )

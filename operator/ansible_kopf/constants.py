@@ -13,6 +13,7 @@ ENV_WORKDIR: Final = 'ANSIBLE_KOPF_WORKDIR'
 ENV_MAX_RUNS: Final = 'ANSIBLE_KOPF_MAX_RUNS'
 ENV_MAX_RUNNER_ARTIFACTS: Final = 'MAX_RUNNER_ARTIFACTS'
 ENV_HEALTH_PROBE: Final = 'HEALTH_PROBE_BIND_ADDRESS'
+ENV_METRICS: Final = 'METRICS_BIND_ADDRESS'  # the SDK's --metrics-bind-address; unset: off
 ENV_KUBECONFIG: Final = 'KUBECONFIG'
 ENV_WARM: Final = 'ANSIBLE_KOPF_WARM'  # false: every run starts a cold ansible-playbook
 ENV_WARM_IDLE: Final = 'ANSIBLE_KOPF_WARM_IDLE'  # Go duration; warm servers stop after it unused
@@ -28,6 +29,7 @@ LogEvents = Literal['Nothing', 'Tasks', 'Everything']  # what a run's events log
 DEFAULT_LOG_EVENTS: Final[LogEvents] = 'Tasks'
 LOG_EVENTS_CHOICES: Final[tuple[LogEvents, ...]] = get_args(LogEvents)
 HEALTH_PATH: Final = '/healthz'
+METRICS_PATH: Final = '/metrics'
 
 # --- Names this operator puts on objects. ---
 # kopf's progress and diff-base annotations: <prefix>/<key>. A DNS-label prefix is valid.

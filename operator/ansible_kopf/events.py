@@ -49,6 +49,8 @@ from ansible_kopf import constants, durations
 
 # a task of operator_sdk.util.requeue_after: its result's `period` asks for another run
 REQUEUE_ACTIONS: Final = frozenset({'operator_sdk.util.requeue_after', 'requeue_after'})
+# a task of operator_sdk.util.osdk_metric: its result is a metric to update (see metrics)
+METRIC_ACTIONS: Final = frozenset({'operator_sdk.util.osdk_metric', 'osdk_metric'})
 FAILED_EVENTS: Final = frozenset({'runner_on_failed', 'runner_on_unreachable'})
 UNKNOWN_FAILURE: Final = 'unknown playbook failure'
 # Where an API error body may start in a message: JSON, or the repr of its bytes.
@@ -83,6 +85,7 @@ class Outcome:
     ident: str
     duration: float  # seconds, wall time of the run
     requeue_after: float | None = None  # seconds, from operator_sdk.util.requeue_after
+    metrics: tuple[Mapping[str, Any], ...] = ()  # operator_sdk.util.osdk_metric results
 
     @property
     def successful(self) -> bool:
@@ -182,6 +185,7 @@ class Collector:
         self.errors: list[str] = []  # error lines printed outside of tasks (e.g. syntax)
         self.controller_pid: int | None = None  # ansible-playbook's (see launchers.Cancellation)
         self.requeue_after: float | None = None
+        self.metrics: list[Mapping[str, Any]] = []
 
     def __call__(self, event: MutableMapping[str, Any]) -> bool:
         if self.controller_pid is None and isinstance(event.get('pid'), int):
@@ -215,6 +219,9 @@ class Collector:
                 and isinstance(res, Mapping)):
             with contextlib.suppress(durations.DurationError, TypeError):
                 self.requeue_after = durations.parse(str(res.get('period')))
+        if (name == 'runner_on_ok' and data.get('task_action') in METRIC_ACTIONS
+                and isinstance(res, Mapping) and not censored(res)):
+            self.metrics.append(dict(res))
         if name in FAILED_EVENTS and not data.get('ignore_errors'):
             self.failed_task = task
             self.message = failure_message(res)
@@ -270,4 +277,5 @@ class Collector:
             custom_stats=self.custom_stats,
             ident=ident, duration=duration,
             requeue_after=self.requeue_after if successful else None,
+            metrics=tuple(self.metrics),
         )

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, cast
 
 import kopf
+from aiohttp import web
 
 from ansible_kopf import (
     config,
@@ -40,6 +41,7 @@ from ansible_kopf import (
     kubeapi,
     launchers,
     locks,
+    metrics,
     proxy,
     reconciling,
     runner,
@@ -194,6 +196,27 @@ class Requeue:
         self.later(owner, backoff(retry))
 
 
+async def serve_metrics(registry: metrics.Registry, address: tuple[str, int],
+                        logger: kopf.Logger) -> web.AppRunner | None:
+    """``/metrics`` on ``address``; ``None`` (and a warning) if it cannot listen there."""
+    async def scrape(_: web.Request) -> web.Response:
+        return web.Response(text=registry.render(), content_type='text/plain',
+                            charset='utf-8', headers={'X-Content-Format': '0.0.4'})
+
+    app = web.Application()
+    app.router.add_get(constants.METRICS_PATH, scrape)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, *address).start()
+    except OSError as e:
+        logger.warning(f"no metrics endpoint: cannot listen on {address[0]}:{address[1]}: {e}")
+        await runner.cleanup()
+        return None
+    logger.info(f"Metrics at http://{address[0]}:{address[1]}{constants.METRICS_PATH}")
+    return runner
+
+
 def finalizer_name(entries: Sequence[watches.Watch], logger: kopf.Logger) -> str:
     names = [w.finalizer.name for w in entries if w.finalizer is not None]
     if not names:
@@ -284,8 +307,12 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
                              learned=lambda _owner, dependent: watcher.follow(dependent))
     await runs_proxy.start()
     memo['requeue'], memo['watcher'], memo['proxy'] = requeue, watcher, runs_proxy
+    registry = metrics.Registry()
+    if cfg.metrics_address is not None:
+        memo['metrics'] = await serve_metrics(registry, cfg.metrics_address, logger)
     controllers = [reconciling.Controller(watch=watch, settings=shared, throttle=throttle,
-                                          api=api, runs_proxy=runs_proxy) for watch in entries]
+                                          api=api, runs_proxy=runs_proxy, registry=registry)
+                   for watch in entries]
     register(kopf.get_default_registry(), controllers)
     for controller in controllers:
         watch = controller.watch
@@ -308,6 +335,9 @@ async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
         part = memo.get(name)
         if isinstance(part, Requeue | dependents.Watcher | proxy.Proxy):
             await part.close()
+    served = memo.get('metrics')
+    if isinstance(served, web.AppRunner):
+        await served.cleanup()
     launcher = memo.get('launcher')
     if isinstance(launcher, launchers.Launcher):
         await asyncio.to_thread(launcher.close)

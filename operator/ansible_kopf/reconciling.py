@@ -27,6 +27,7 @@ from ansible_kopf import (
     extravars,
     kubeapi,
     locks,
+    metrics,
     proxy,
     runner,
     status,
@@ -45,6 +46,7 @@ class Controller:
     throttle: locks.Throttle
     api: kubeapi.ObjectsApi
     runs_proxy: proxy.Proxy | None = None  # None: runs talk to the API server directly
+    registry: metrics.Registry | None = None  # where runs and osdk_metric tasks are counted
 
     @contextlib.contextmanager
     def kubeconfig(self, obj: Mapping[str, Any]) -> Iterator[str | None]:
@@ -113,6 +115,11 @@ async def reconcile(
             finished=summary.now())
         logger.info(record.sentence())
         logger.info(record.line())
+        if controller.registry is not None:
+            controller.registry.reconciled(gvk=watch.gvk, successful=outcome.successful,
+                                           seconds=outcome.duration)
+            for request in outcome.metrics:
+                controller.registry.user_metric(request)
 
         if watch.manage_status and not (finalizing and outcome.successful):
             fresh = await api.get(resource, namespace=namespace, name=name)

@@ -1,7 +1,7 @@
 """operator_sdk.util under this operator (issue 13, item 4), against the real cluster: a role
-written for the Operator SDK calls `operator_sdk.util.k8s_status` and
-`operator_sdk.util.requeue_after` by those names, and they do what the SDK's runtime makes
-of them.
+written for the Operator SDK calls `operator_sdk.util.k8s_status`,
+`operator_sdk.util.requeue_after` and `operator_sdk.util.osdk_metric` by those names, and
+they do what the SDK's runtime makes of them.
 
 The kind is a small CRD of the test's own (`Widget`, with the status subresource); its
 entry has no reconcilePeriod and there are no children, so only `requeue_after` can start
@@ -12,12 +12,17 @@ a run that no event asked for.
 - requeue_after (2 s): the role runs again and again with no change to anything, each
   run logged as requeued; once the spec stops asking, the runs stop (the next spec change
   is the last run).
+- osdk_metric: the counter the role increments at every run is served at /metrics
+  (METRICS_BIND_ADDRESS) with the number of successful runs, beside the operator's own
+  reconcile counter and histogram for the kind.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import textwrap
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +73,13 @@ ROLE = textwrap.dedent("""\
           data:
             changed: "{{ painted.changed | string }}"
 
+    - name: Count the paint jobs
+      operator_sdk.util.osdk_metric:
+        name: widget_paint_jobs
+        description: Paint jobs done by the widget role
+        counter:
+          increment: true
+
     - name: Look again soon
       operator_sdk.util.requeue_after:
         time: 2s
@@ -99,7 +111,17 @@ def test_k8s_status_and_requeue_after_work_under_their_sdk_names(
     watches.write_text(yaml.safe_dump([{
         "version": "v1", "group": GROUP, "kind": "Widget", "role": str(tmp_path / "roles" / "widget"),
     }]))
-    operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches)
+    with socket.socket() as probe:  # a free port for /metrics
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches,
+                                 extra_env={"METRICS_BIND_ADDRESS": f"127.0.0.1:{port}"})
+
+    def scrape() -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
+                for line in text.splitlines() if line and not line.startswith("#")}
 
     def status() -> dict[str, Any]:
         if not operator.alive():
@@ -127,10 +149,19 @@ def test_k8s_status_and_requeue_after_work_under_their_sdk_names(
         conditions = {c["type"]: c for c in status().get("conditions") or []}
         assert conditions.get("Successful", {}).get("status") == "True", conditions
 
+        # osdk_metric: one increment per successful run, read after the runs settle below
+        gvk = f'{GROUP}/v1/Widget'
+        values = scrape()
+        assert values.get("widget_paint_jobs", 0) >= 4, values
+        assert values.get(f'ansible_operator_reconcile_total{{GVK="{gvk}",result="succeeded"}}', 0) >= 4
+        assert f'ansible_operator_reconciles_count{{GVK="{gvk}",result="succeeded"}}' in values
+
         # asking no more: the spec change runs once more, and no run is requeued after it
         cluster.apply(widget(ns, colour="blue", requeue=False))
         cluster.wait_for(lambda: status().get("painted") == "blue", timeout=120,
                          what="the colour change to be reported")
         assert {c["type"]: c for c in status()["conditions"]}["Painted"]["message"] == "painted blue"
+        cluster.wait_for(lambda: scrape().get("widget_paint_jobs") == float(runs()), timeout=60,
+                         what="the counter to equal the successful runs")
     finally:
         operator.stop()

@@ -82,3 +82,12 @@ def test_warm_servers_can_be_turned_off(value: str, warm: bool) -> None:
 @pytest.mark.parametrize(('value', 'seconds'), [('90s', 90), ('1h', 3600), ('0', 0), ('', 300)])
 def test_how_long_warm_servers_stay_without_runs(value: str, seconds: float) -> None:
     assert config.from_env({'ANSIBLE_KOPF_WARM_IDLE': value}).warm_idle == seconds
+
+
+def test_metrics_bind_address_in_the_sdk_form() -> None:
+    assert config.bind_address('X', ':8383') == ('0.0.0.0', 8383)  # noqa: S104
+    assert config.bind_address('X', '127.0.0.1:9') == ('127.0.0.1', 9)
+    assert config.bind_address('X', '0') is None
+    assert config.bind_address('X', '') is None
+    with pytest.raises(config.ConfigError, match='METRICS_BIND_ADDRESS'):
+        config.bind_address('METRICS_BIND_ADDRESS', 'localhost')
