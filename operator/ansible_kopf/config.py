@@ -12,10 +12,11 @@ runs before they stop, ``0`` for never). Behaviour per kind lives in ``watches.y
 import dataclasses
 import os
 import pathlib
+import shlex
 import tempfile
 from collections.abc import Mapping
 
-from ansible_kopf import constants, durations
+from ansible_kopf import constants, durations, watches
 
 
 class ConfigError(ValueError):
@@ -36,6 +37,8 @@ class Config:
     warm: bool = True  # runs fork from warm Ansible servers (see warm/)
     warm_idle: float = constants.DEFAULT_WARM_IDLE  # seconds unused before they stop; 0: never
     metrics_address: tuple[str, int] | None = None  # host, port of /metrics; None: off
+    defaults: watches.Defaults = dataclasses.field(default_factory=watches.Defaults)
+    ansible_args: tuple[str, ...] = ()  # added to every ansible-playbook command line
 
     @property
     def clusterwide(self) -> bool:
@@ -95,6 +98,13 @@ def _boolean(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name}={raw!r}: expected true or false")
 
 
+def _words(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(env.get(name, '')))
+    except ValueError as e:
+        raise ConfigError(f"{name}: {e}") from None
+
+
 def _duration(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name, '').strip()
     if not raw:
@@ -132,4 +142,12 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
         warm=_boolean(env, constants.ENV_WARM, True),
         warm_idle=_duration(env, constants.ENV_WARM_IDLE, constants.DEFAULT_WARM_IDLE),
         metrics_address=bind_address(constants.ENV_METRICS, env.get(constants.ENV_METRICS, '')),
+        defaults=watches.Defaults(
+            max_concurrent_reconciles=_integer(
+                env, constants.ENV_MAX_CONCURRENT_RECONCILES,
+                constants.DEFAULT_MAX_CONCURRENT_RECONCILES, 1),
+            reconcile_period=_duration(env, constants.ENV_RECONCILE_PERIOD, 0.0),
+            inject_owner_ref=_boolean(env, constants.ENV_INJECT_OWNER_REF, True),
+        ),
+        ansible_args=_words(env, constants.ENV_ANSIBLE_ARGS),
     )

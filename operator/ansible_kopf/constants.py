@@ -14,6 +14,11 @@ ENV_MAX_RUNS: Final = 'ANSIBLE_KOPF_MAX_RUNS'
 ENV_MAX_RUNNER_ARTIFACTS: Final = 'MAX_RUNNER_ARTIFACTS'
 ENV_HEALTH_PROBE: Final = 'HEALTH_PROBE_BIND_ADDRESS'
 ENV_METRICS: Final = 'METRICS_BIND_ADDRESS'  # the SDK's --metrics-bind-address; unset: off
+# the SDK's --max-concurrent-reconciles, --reconcile-period, --inject-owner-ref, --ansible-args
+ENV_MAX_CONCURRENT_RECONCILES: Final = 'ANSIBLE_KOPF_MAX_CONCURRENT_RECONCILES'
+ENV_RECONCILE_PERIOD: Final = 'ANSIBLE_KOPF_RECONCILE_PERIOD'
+ENV_INJECT_OWNER_REF: Final = 'ANSIBLE_KOPF_INJECT_OWNER_REF'
+ENV_ANSIBLE_ARGS: Final = 'ANSIBLE_KOPF_ANSIBLE_ARGS'  # shell words added to every run
 ENV_KUBECONFIG: Final = 'KUBECONFIG'
 ENV_WARM: Final = 'ANSIBLE_KOPF_WARM'  # false: every run starts a cold ansible-playbook
 ENV_WARM_IDLE: Final = 'ANSIBLE_KOPF_WARM_IDLE'  # Go duration; warm servers stop after it unused

@@ -277,7 +277,8 @@ def load() -> tuple[config.Config, tuple[watches.Watch, ...]]:
     """The configuration and the watches file (raises their errors)."""
     cfg = config.from_env()
     return cfg, watches.load(cfg.watches_file,
-                             default_max_runner_artifacts=cfg.max_runner_artifacts)
+                             default_max_runner_artifacts=cfg.max_runner_artifacts,
+                             defaults=cfg.defaults)
 
 
 @kopf.on.startup()
@@ -297,7 +298,7 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     memo['launcher'] = launcher
     shared = runner.Settings(workdir=cfg.workdir, verbosity=cfg.verbosity,
                              log_events=cfg.log_events, kubeconfig=cfg.kubeconfig,
-                             launcher=launcher)
+                             launcher=launcher, ansible_args=cfg.ansible_args)
     throttle = locks.Throttle(cfg.max_runs)
     api = kubeapi.connect()
     upstream = api.upstream()

@@ -34,6 +34,7 @@ import hashlib
 import logging
 import os
 import pathlib
+import shlex
 import sys
 import threading
 import time
@@ -65,6 +66,7 @@ class Settings:
     log_events: constants.LogEvents = constants.DEFAULT_LOG_EVENTS
     kubeconfig: str | None = None
     launcher: launchers.Launcher = dataclasses.field(default_factory=launchers.Cold)
+    ansible_args: tuple[str, ...] = ()  # the SDK's --ansible-args: added to every run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +98,18 @@ def inventory(workdir: pathlib.Path, interpreter: str = sys.executable) -> pathl
         'ansible_python_interpreter': interpreter,
     }}}}))
     return path
+
+
+def inventories(workdir: pathlib.Path, interpreter: str,
+                environ: Mapping[str, str]) -> list[str]:
+    """
+    The run's inventory sources: those of ``ANSIBLE_INVENTORY`` (as under the SDK, e.g. a
+    directory with ``group_vars``), then ours, whose connection and interpreter for
+    localhost come last and so win.
+    """
+    users = [source.strip() for source in environ.get('ANSIBLE_INVENTORY', '').split(',')
+             if source.strip()]
+    return [*users, str(inventory(workdir, interpreter))]
 
 
 def playbook(target: watches.Target, workdir: pathlib.Path) -> pathlib.Path:
@@ -169,11 +183,12 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
             result = ansible_runner.interface.init_runner(
                 private_data_dir=str(job.private_data_dir),
                 playbook=str(playbook(job.target, settings.workdir)),
-                inventory=str(inventory(settings.workdir, launcher.interpreter())),
+                inventory=inventories(settings.workdir, launcher.interpreter(), os.environ),
                 ident=ident,
                 rotate_artifacts=job.max_artifacts,
                 envvars=envvars(job, settings, os.environ),
                 verbosity=settings.verbosity or None,
+                cmdline=shlex.join(settings.ansible_args) if settings.ansible_args else None,
                 quiet=True,  # do not echo Ansible's output to our stdout; the collector logs it
                 suppress_env_files=True,  # no env/envvars etc. written from our arguments
                 fact_cache_type='memory',  # no facts cached into the artifacts

@@ -17,7 +17,8 @@ so that users can move between the two tools:
 ``vars``
     A mapping added to the role's variables (trusted: not marked unsafe).
 ``reconcilePeriod``
-    A Go duration (``30s``, ``1m30s``); ``0`` or absent: no periodic re-runs.
+    A Go duration (``30s``, ``1m30s``); ``0`` or absent: the operator's
+    ``--reconcile-period`` (default none: no periodic re-runs; the SDK's is 10h).
 ``manageStatus``
     Default true: the operator writes ``.status``. False: the role owns ``.status``.
 ``finalizer``
@@ -29,7 +30,8 @@ so that users can move between the two tools:
     Default **true** here (the SDK defaults to false): every string from the object reaches
     Ansible as an unsafe value, so that ``{{ ... }}`` typed into a spec is never templated.
 ``maxConcurrentReconciles``
-    Runs of this kind at the same time (default 1); the process-wide bound still applies.
+    Runs of this kind at the same time (default ``--max-concurrent-reconciles``, else 1); the
+    process-wide bound still applies.
 ``maxRunnerArtifacts``
     Artifact directories kept per object (default ``MAX_RUNNER_ARTIFACTS``, else 20).
 ``selector``
@@ -46,9 +48,9 @@ so that users can move between the two tools:
 ``watchClusterScopedResources``
     Default false (as in the SDK): also follow cluster-scoped objects a run created.
 ``injectOwnerRef``
-    Not an SDK key: default true. False: objects this kind's runs create get no injected
-    owner reference (for a role that sets its own, and creates objects that must outlive
-    the owner, such as a backup volume). See :mod:`proxy`.
+    Not an SDK key: default ``--inject-owner-ref`` (true). False: objects this kind's runs
+    create get no injected owner reference (for a role that sets its own, and creates
+    objects that must outlive the owner, such as a backup volume). See :mod:`proxy`.
 
 Accepted for compatibility but ignored, with a warning: ``watchAnnotationsChanges``,
 ``blacklist``.
@@ -155,11 +157,20 @@ class Watch:
         return f"{self.group}/{self.version}/{self.kind}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Defaults:
+    """Values for the keys an entry leaves out (the operator's flags and environment)."""
+    max_concurrent_reconciles: int = constants.DEFAULT_MAX_CONCURRENT_RECONCILES
+    reconcile_period: float = 0.0  # absent or 0 in an entry: this (0: no periodic runs)
+    inject_owner_ref: bool = True
+
+
 def load(
         path: pathlib.Path,
         *,
         default_max_runner_artifacts: int = constants.DEFAULT_MAX_RUNNER_ARTIFACTS,
         env: Mapping[str, str] | None = None,
+        defaults: Defaults | None = None,
 ) -> tuple[Watch, ...]:
     """Read and validate the watches file; raise :class:`WatchesError` on any problem."""
     env = os.environ if env is None else env
@@ -176,7 +187,8 @@ def load(
     if not isinstance(entries, list) or not entries:
         raise WatchesError(f"{path}: expected a non-empty YAML list of entries")
 
-    parser = _Parser(path=path, env=env, default_max_runner_artifacts=default_max_runner_artifacts)
+    parser = _Parser(path=path, env=env, default_max_runner_artifacts=default_max_runner_artifacts,
+                     defaults=defaults or Defaults())
     result = tuple(parser.entry(index, entry) for index, entry in enumerate(entries, start=1))
     seen: set[tuple[str, str, str]] = set()
     for watch in result:
@@ -192,6 +204,7 @@ class _Parser:
     path: pathlib.Path
     env: Mapping[str, str]
     default_max_runner_artifacts: int
+    defaults: Defaults
 
     @property
     def base(self) -> pathlib.Path:
@@ -223,14 +236,14 @@ class _Parser:
             group=group, version=version, kind=kind,
             target=target,
             vars=self._vars(raw, fail),
-            reconcile_period=self._period(raw, fail),
+            reconcile_period=self._period(raw, fail) or self.defaults.reconcile_period,
             manage_status=self._bool(raw, 'manageStatus', fail, default=True),
             finalizer=self._finalizer(raw, fail, target),
             snake_case_parameters=self._bool(raw, 'snakeCaseParameters', fail, default=True),
             mark_unsafe=self._bool(raw, 'markUnsafe', fail, default=True),
             max_concurrent_reconciles=self._int(
                 raw, 'maxConcurrentReconciles', fail,
-                default=constants.DEFAULT_MAX_CONCURRENT_RECONCILES),
+                default=self.defaults.max_concurrent_reconciles),
             max_runner_artifacts=self._int(
                 raw, 'maxRunnerArtifacts', fail, default=self.default_max_runner_artifacts),
             match_labels=self._selector(raw, fail),
@@ -239,7 +252,8 @@ class _Parser:
             watch_dependents=self._bool(raw, 'watchDependentResources', fail, default=True),
             watch_cluster_scoped=self._bool(raw, 'watchClusterScopedResources', fail,
                                             default=False),
-            inject_owner_ref=self._bool(raw, 'injectOwnerRef', fail, default=True),
+            inject_owner_ref=self._bool(raw, 'injectOwnerRef', fail,
+                                        default=self.defaults.inject_owner_ref),
         )
 
     @staticmethod

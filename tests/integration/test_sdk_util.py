@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import textwrap
 import urllib.request
 from collections.abc import Iterator
@@ -163,5 +165,69 @@ def test_k8s_status_and_requeue_after_work_under_their_sdk_names(
         assert {c["type"]: c for c in status()["conditions"]}["Painted"]["message"] == "painted blue"
         cluster.wait_for(lambda: scrape().get("widget_paint_jobs") == float(runs()), timeout=60,
                          what="the counter to equal the successful runs")
+    finally:
+        operator.stop()
+
+
+INVENTORY_ROLE = textwrap.dedent("""\
+    ---
+    - name: Write what the inventory's group_vars hold, one of them vaulted
+      kubernetes.core.k8s:
+        state: present
+        definition:
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: "{{ ansible_operator_meta.name }}-inventory"
+            namespace: "{{ ansible_operator_meta.namespace }}"
+          data:
+            greeting: "{{ greeting }}"
+            vaulted: "{{ vaulted_word | length | string }} characters"
+    """)
+
+
+def test_inventory_group_vars_and_an_ansible_args_vault_file(
+        cluster: harness.Cluster, namespace: str, tmp_path: Path) -> None:
+    """ANSIBLE_INVENTORY (a directory with group_vars, as in the SDK's image) is honoured,
+    and `--ansible-args '--vault-password-file <file>'` lets a run read a vaulted variable;
+    the role writes the plain one and only the vaulted one's length."""
+    ns = namespace
+    group_vars = tmp_path / "inventory" / "group_vars" / "all"
+    group_vars.mkdir(parents=True)
+    (tmp_path / "inventory" / "hosts.yml").write_text("all:\n  hosts:\n    localhost: {}\n")
+    (group_vars / "plain.yml").write_text("greeting: hello from group_vars\n")
+    (group_vars / "vault.yml").write_text("vaulted_word: sesame-42\n")
+    password = tmp_path / "vault-password"
+    password.write_text("test-vault-password\n")
+    subprocess.run([str(Path(sys.executable).parent / "ansible-vault"), "encrypt",
+                    "--vault-password-file", str(password), str(group_vars / "vault.yml")],
+                   check=True, capture_output=True, timeout=120)
+    assert "sesame-42" not in (group_vars / "vault.yml").read_text()
+    tasks = tmp_path / "roles" / "inv" / "tasks"
+    tasks.mkdir(parents=True)
+    (tasks / "main.yml").write_text(INVENTORY_ROLE)
+    watches = tmp_path / "watches.yaml"
+    watches.write_text(yaml.safe_dump([{
+        "version": "v1", "group": "", "kind": "ConfigMap", "role": str(tmp_path / "roles" / "inv"),
+        "selector": {"matchLabels": {"otus.homework/inventory-test": "watched"}},
+    }]))
+    operator = oh.start_operator(cluster, ns, tmp_path / "operator", start=False,
+                                 extra_env={"ANSIBLE_INVENTORY": str(tmp_path / "inventory")})
+    operator.command = [*operator.command, "--watches-file", str(watches),
+                        "--ansible-args", f"--vault-password-file {password}"]
+    operator.start()
+    try:
+        cluster.apply(json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "inv", "namespace": ns, "labels": {"otus.homework/inventory-test": "watched"}}}))
+
+        def written() -> bool:
+            if not operator.alive():
+                raise AssertionError(f"the operator exited:\n{operator.log()[-6000:]}")
+            return cluster.kubectl("-n", ns, "get", "configmap", "inv-inventory", check=False).returncode == 0
+
+        cluster.wait_for(written, timeout=120, what="the role to run with the inventory's variables")
+        assert cluster.get("-n", ns, "configmap", "inv-inventory")["data"] == {
+            "greeting": "hello from group_vars", "vaulted": "9 characters"}
+        assert "sesame-42" not in operator.log()
     finally:
         operator.stop()

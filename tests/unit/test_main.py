@@ -32,3 +32,41 @@ def test_bad_environment_stops_the_start(tmp_path: pathlib.Path) -> None:
     result = run_main({'ANSIBLE_KOPF_MAX_RUNS': 'many'})
     assert result.returncode == 2
     assert 'ANSIBLE_KOPF_MAX_RUNS' in result.stderr
+
+
+def test_the_sdk_flags_set_their_environment_variables() -> None:
+    from ansible_kopf import __main__ as entry
+    assert entry.flags_to_env([
+        '--watches-file', '/w.yaml', '--max-concurrent-reconciles=3', '--reconcile-period', '10h',
+        '--ansible-args', '--vault-password-file /v', '--ansible-verbosity=2',
+        '--ansible-log-events', 'Everything', '--metrics-bind-address=:8383',
+        '--health-probe-bind-address', ':6789', '--inject-owner-ref', '--max-runner-artifacts=5',
+    ]) == {
+        'WATCHES_FILE': '/w.yaml', 'ANSIBLE_KOPF_MAX_CONCURRENT_RECONCILES': '3',
+        'ANSIBLE_KOPF_RECONCILE_PERIOD': '10h', 'ANSIBLE_KOPF_ANSIBLE_ARGS': '--vault-password-file /v',
+        'ANSIBLE_VERBOSITY': '2', 'ANSIBLE_LOG_EVENTS': 'Everything', 'METRICS_BIND_ADDRESS': ':8383',
+        'HEALTH_PROBE_BIND_ADDRESS': ':6789', 'ANSIBLE_KOPF_INJECT_OWNER_REF': 'true',
+        'MAX_RUNNER_ARTIFACTS': '5',
+    }
+    assert entry.flags_to_env(['--inject-owner-ref=false']) == {'ANSIBLE_KOPF_INJECT_OWNER_REF': 'false'}
+
+
+def test_an_unknown_or_bad_flag_stops_the_start_naming_it() -> None:
+    result = subprocess.run(
+        [sys.executable, '-m', 'ansible_kopf', '--reconcile-perod', '1m'],
+        env={**os.environ, 'PYTHONPATH': str(OPERATOR)},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert result.stderr.startswith('ansible-kopf: unknown flag --reconcile-perod')
+    result = subprocess.run(
+        [sys.executable, '-m', 'ansible_kopf', '--reconcile-period=soon'],
+        env={**os.environ, 'PYTHONPATH': str(OPERATOR)},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert 'ANSIBLE_KOPF_RECONCILE_PERIOD' in result.stderr
+    result = subprocess.run(
+        [sys.executable, '-m', 'ansible_kopf', '--leader-elect'],
+        env={**os.environ, 'PYTHONPATH': str(OPERATOR)},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert 'leader_for_life' in result.stderr

@@ -94,8 +94,10 @@ def load_playbook_plugins() -> list[str]:
     missing = preload(PLAYBOOK_COLLECTION_PRELOAD)
     steps: list[tuple[str, Callable[[], object]]] = [
         *((f"{each.subdir}/*", lambda each=each: list(each.all(class_only=True)))
-          for each in (loader.connection_loader, loader.shell_loader, loader.become_loader,
-                       loader.vars_loader)),
+          for each in (loader.connection_loader, loader.shell_loader, loader.become_loader)),
+        # as ansible primes them: the enabled ones as instances, or a run, finding the paths
+        # already listed, would run no vars plugin at all (no group_vars, no host_vars)
+        ('vars_plugins/*', _prime_vars_plugins),
         ('filter_plugins/*', lambda: list(loader.filter_loader.all())),
         ('test_plugins/*', lambda: list(loader.test_loader.all())),
         *((f"inventory {name}", lambda name=name: loader.inventory_loader.get(name))
@@ -118,6 +120,12 @@ def load_playbook_plugins() -> list[str]:
         if isinstance(seen, (dict, set)):
             seen.clear()
     return missing
+
+
+def _prime_vars_plugins() -> object:
+    plugins = importlib.import_module('ansible.vars.plugins')
+    plugins._prime_vars_loader()  # what get_vars_from_path calls when unprimed
+    return True
 
 
 def _render_a_template() -> object:
