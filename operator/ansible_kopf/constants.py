@@ -42,6 +42,11 @@ ANNOTATION_PREFIX: Final = 'ansible-kopf'
 # Used as kopf's finalizer when no watches entry declares one (kopf needs one for timers).
 DEFAULT_FINALIZER: Final = 'ansible-kopf/finalizer'
 
+# The SDK's per-object annotations: a run's verbosity, its artifacts kept, its own period.
+ANNOTATION_VERBOSITY: Final = 'ansible.sdk.operatorframework.io/verbosity'
+ANNOTATION_MAX_RUNNER_ARTIFACTS: Final = 'ansible.sdk.operatorframework.io/max-runner-artifacts'
+ANNOTATION_RECONCILE_PERIOD: Final = 'ansible.sdk.operatorframework.io/reconcile-period'
+
 # Object fields never handed to Ansible: large, and may hold a copy of secrets.
 LAST_APPLIED_ANNOTATION: Final = 'kubectl.kubernetes.io/last-applied-configuration'
 

@@ -88,9 +88,10 @@ async def reconcile(*, body: kopf.Body, resource: kopf.Resource, name: str,
                                           namespace=namespace, name=name)
     _react(body, outcome, retry, what='Reconcile')
     requeue = memo.get('requeue') if memo is not None else None
-    if outcome is not None and outcome.requeue_after and isinstance(requeue, Requeue):
+    delay = outcome.requeue_after or reconciling.annotated_period(body) if outcome else None
+    if delay and isinstance(requeue, Requeue):
         requeue.later(dependents.OwnerKey(controller.watch.group, controller.watch.kind,
-                                          namespace, name), outcome.requeue_after)
+                                          namespace, name), delay)
 
 
 async def resume(*, body: kopf.Body, resource: kopf.Resource, name: str,
@@ -183,8 +184,11 @@ class Requeue:
             self._waiting.discard(owner)
         if outcome is None or outcome.successful:
             self._retries.pop(owner, None)
-            if outcome is not None and outcome.requeue_after:
-                self.later(owner, outcome.requeue_after)
+            fresh = await controller.api.get(resource, namespace=namespace, name=owner.name)
+            delay = outcome.requeue_after or reconciling.annotated_period(fresh or {}) \
+                if outcome else None
+            if delay:
+                self.later(owner, delay)
             return
         retry = self._retries.get(owner, 0)
         self._retries[owner] = retry + 1

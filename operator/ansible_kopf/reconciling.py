@@ -23,6 +23,8 @@ from typing import Any
 import kopf
 
 from ansible_kopf import (
+    constants,
+    durations,
     events,
     extravars,
     kubeapi,
@@ -69,9 +71,40 @@ class Controller:
                 self.settings.workdir, group=watch.group, kind=watch.kind,
                 namespace=namespace, name=name),
             extravars=extravars.build(obj, watch, finalizing=finalizing),
-            max_artifacts=watch.max_runner_artifacts,
+            max_artifacts=annotated_int(obj, constants.ANNOTATION_MAX_RUNNER_ARTIFACTS, minimum=1)
+            or watch.max_runner_artifacts,
             label=f"{watch.gvk} {namespace}/{name}" if namespace else f"{watch.gvk} {name}",
+            verbosity=annotated_int(obj, constants.ANNOTATION_VERBOSITY, minimum=0),
         )
+
+
+def annotated_int(obj: Mapping[str, Any], key: str, *, minimum: int) -> int | None:
+    """An SDK per-object annotation's number; None when absent or not a number (logged)."""
+    raw = ((obj.get('metadata') or {}).get('annotations') or {}).get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        logger.warning(f"annotation {key}={raw!r}: expected a whole number >= {minimum}; ignored")
+        return None
+    return value
+
+
+def annotated_period(obj: Mapping[str, Any]) -> float | None:
+    """The SDK's reconcile-period annotation in seconds; None when absent or invalid."""
+    raw = ((obj.get('metadata') or {}).get('annotations') or {}).get(
+        constants.ANNOTATION_RECONCILE_PERIOD)
+    if raw is None:
+        return None
+    try:
+        return durations.parse(str(raw)) or None
+    except durations.DurationError:
+        logger.warning(f"annotation {constants.ANNOTATION_RECONCILE_PERIOD}={raw!r}: "
+                       f"not a duration; ignored")
+        return None
 
 
 async def reconcile(

@@ -79,6 +79,7 @@ class Job:
     max_artifacts: int
     label: str  # for the log: "<group>/<version>/<kind> <namespace>/<name>"
     kubeconfig: str | None = None  # the run's own (through the proxy), else the operator's
+    verbosity: int | None = None  # the object's annotation, else the operator's
 
 
 def private_data_dir(workdir: pathlib.Path, *, group: str, kind: str,
@@ -187,7 +188,7 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
                 ident=ident,
                 rotate_artifacts=job.max_artifacts,
                 envvars=envvars(job, settings, os.environ),
-                verbosity=settings.verbosity or None,
+                verbosity=(settings.verbosity if job.verbosity is None else job.verbosity) or None,
                 cmdline=shlex.join(settings.ansible_args) if settings.ansible_args else None,
                 quiet=True,  # do not echo Ansible's output to our stdout; the collector logs it
                 suppress_env_files=True,  # no env/envvars etc. written from our arguments

@@ -190,7 +190,8 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
         cluster: harness.Cluster, namespace: str, tmp_path: Path) -> None:
     """ANSIBLE_INVENTORY (a directory with group_vars, as in the SDK's image) is honoured,
     and `--ansible-args '--vault-password-file <file>'` lets a run read a vaulted variable;
-    the role writes the plain one and only the vaulted one's length."""
+    the role writes the plain one and only the vaulted one's length. The object also carries
+    the SDK's per-object annotations (verbosity, max-runner-artifacts, reconcile-period)."""
     ns = namespace
     group_vars = tmp_path / "inventory" / "group_vars" / "all"
     group_vars.mkdir(parents=True)
@@ -218,7 +219,10 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
     operator.start()
     try:
         cluster.apply(json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
-            "name": "inv", "namespace": ns, "labels": {"otus.homework/inventory-test": "watched"}}}))
+            "name": "inv", "namespace": ns, "labels": {"otus.homework/inventory-test": "watched"},
+            "annotations": {"ansible.sdk.operatorframework.io/verbosity": "3",
+                            "ansible.sdk.operatorframework.io/max-runner-artifacts": "1",
+                            "ansible.sdk.operatorframework.io/reconcile-period": "2s"}}}))
 
         def written() -> bool:
             if not operator.alive():
@@ -229,5 +233,14 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
         assert cluster.get("-n", ns, "configmap", "inv-inventory")["data"] == {
             "greeting": "hello from group_vars", "vaulted": "9 characters"}
         assert "sesame-42" not in operator.log()
+
+        # the SDK's per-object annotations: a period of its own (the entry has none), one
+        # artifact directory kept, and the runs at verbosity 3
+        cluster.wait_for(lambda: sum(s.name == "inv" for s in operator.summaries()) >= 3, timeout=60,
+                         what="runs every 2 s from the reconcile-period annotation")
+        artifacts = tmp_path / "operator" / "runner" / "core" / "ConfigMap" / ns / "inv" / "artifacts"
+        kept = [d for d in artifacts.iterdir() if d.is_dir()]
+        assert len(kept) == 1, kept
+        assert "ESTABLISH LOCAL CONNECTION" in (kept[0] / "stdout").read_text()
     finally:
         operator.stop()
