@@ -4,12 +4,19 @@
 minikube, a real cluster); otherwise it brings up the local single-node cluster
 (`cluster/cluster.sh up`, a no-op when it already runs) and uses its kubeconfig.
 `namespace` gives each test a fresh namespace and deletes it afterwards.
+
+`make test` runs the suite in two pytest-xdist workers (hack/test.sh): each module is a
+group that one worker runs whole (its module fixtures, operators and servers set up once),
+unless the module names a group of its own (test_rbac and test_in_cluster share the
+operator's namespace, so they share a worker). The workers' suite figures are summed here.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +28,7 @@ from tests import figures, harness
 from tests.integration import operator_harness
 
 REPO = Path(__file__).resolve().parent.parent
+LOCK = Path(tempfile.gettempdir()) / "mysql-operator-cluster-up.lock"  # one worker brings it up
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -29,6 +37,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = yield
     setattr(item, "rep_" + report.when, report)
     return report
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each module is an xdist group of its own unless it names one (see the docstring)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker: hand this worker's figures to the controller."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["figures"] = dict(figures.FIGURES)
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """In the xdist controller: a worker finished; add its figures."""
+    figures.FIGURES.update(getattr(node, "workeroutput", {}).get("figures", {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -44,7 +71,9 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[harness.Cluster]:
     else:
         script = REPO / "cluster" / "cluster.sh"
         capture = request.config.pluginmanager.getplugin("capturemanager")
-        with capture.global_and_fixture_disabled():
+        # one worker brings it up, the other waits (hack/test.sh already did, printing progress)
+        with capture.global_and_fixture_disabled(), LOCK.open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             print("\n>> bringing up the local cluster (first run builds Kubernetes: see README)", flush=True)
             subprocess.run([str(script), "up"], check=True)
         kubeconfig = subprocess.run([str(script), "kubeconfig"], check=True, capture_output=True, text=True).stdout.strip()
