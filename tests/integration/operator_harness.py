@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests import figures, harness, kube
 
 REPO = harness.REPO
@@ -115,6 +117,19 @@ def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
     if start:
         operator.start()
     return operator
+
+
+def role_watches(base: Path, entries: list[dict[str, Any]], roles: dict[str, str]) -> Path:
+    """A test role per `roles` item (name: its tasks' YAML) written under `base`/roles, and a
+    watches file of `entries` whose `role` names one of them (replaced by its path)."""
+    for name, tasks in roles.items():
+        (base / "roles" / name / "tasks").mkdir(parents=True)
+        (base / "roles" / name / "tasks" / "main.yml").write_text(tasks)
+    watches = base / "watches.yaml"
+    watches.write_text(yaml.safe_dump([
+        {**entry, "role": str(base / "roles" / entry["role"])} if entry.get("role") in roles else entry
+        for entry in entries]))
+    return watches
 
 
 @contextlib.contextmanager

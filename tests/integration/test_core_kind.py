@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests import harness
 from tests.integration import operator_harness as oh
@@ -96,19 +95,15 @@ def core_namespace(cluster: harness.Cluster) -> Iterator[str]:
 def test_a_core_kind_watch_runs_its_role_for_the_selected_objects(
         cluster: harness.Cluster, core_namespace: str, tmp_path: Path) -> None:
     ns = core_namespace
-    tasks = tmp_path / "roles" / "seen" / "tasks"
-    tasks.mkdir(parents=True)
-    (tasks / "main.yml").write_text(ROLE)
-    watches = tmp_path / "watches.yaml"
-    watches.write_text(yaml.safe_dump([{
-        "version": "v1", "group": "", "kind": "ConfigMap", "role": str(tmp_path / "roles" / "seen"),
+    watches = oh.role_watches(tmp_path, [{
+        "version": "v1", "group": "", "kind": "ConfigMap", "role": "seen",
         "selector": {"matchLabels": {LABEL: "watched"},
                      "matchExpressions": [{"key": STAGE, "operator": "NotIn", "values": ["draft"]}]},
         "reconcilePeriod": "0s",
     }, {
         "version": "v1", "group": "", "kind": "Secret", "role": "otus_test.fixtures.seen",
         "selector": {"matchLabels": {LABEL: "watched"}}, "reconcilePeriod": "0s",
-    }]))
+    }], {"seen": ROLE})
     collections = collection(tmp_path / "collections")
     operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches,
                                  extra_env={"ANSIBLE_COLLECTIONS_PATH": str(collections)})

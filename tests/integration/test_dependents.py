@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests import harness
 from tests.integration import operator_harness as oh
@@ -74,14 +73,10 @@ def test_an_sdk_role_gets_owner_references_and_its_children_are_watched(
         cluster: harness.Cluster, namespace: str, tmp_path: Path) -> None:
     ns = namespace
     pv_name = f"deps-{uuid.uuid4().hex[:8]}"
-    tasks = tmp_path / "roles" / "child" / "tasks"
-    tasks.mkdir(parents=True)
-    (tasks / "main.yml").write_text(ROLE)
-    watches = tmp_path / "watches.yaml"
-    watches.write_text(yaml.safe_dump([{
-        "version": "v1", "group": "", "kind": "ConfigMap", "role": str(tmp_path / "roles" / "child"),
+    watches = oh.role_watches(tmp_path, [{
+        "version": "v1", "group": "", "kind": "ConfigMap", "role": "child",
         "selector": {"matchLabels": {LABEL: "watched"}}, "vars": {"pv_name": pv_name},
-    }]))
+    }], {"child": ROLE})
     operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches)
 
     def child() -> dict | None:

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests import harness
 from tests.integration import operator_harness as oh
@@ -106,13 +105,8 @@ def test_k8s_status_and_requeue_after_work_under_their_sdk_names(
     ns = namespace
     cluster.apply(json.dumps(CRD))
     cluster.kubectl("wait", "--for=condition=Established", f"crd/widgets.{GROUP}", "--timeout=60s")
-    tasks = tmp_path / "roles" / "widget" / "tasks"
-    tasks.mkdir(parents=True)
-    (tasks / "main.yml").write_text(ROLE)
-    watches = tmp_path / "watches.yaml"
-    watches.write_text(yaml.safe_dump([{
-        "version": "v1", "group": GROUP, "kind": "Widget", "role": str(tmp_path / "roles" / "widget"),
-    }]))
+    watches = oh.role_watches(tmp_path, [{"version": "v1", "group": GROUP, "kind": "Widget", "role": "widget"}],
+                              {"widget": ROLE})
     with socket.socket() as probe:  # a free port for /metrics
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -204,14 +198,10 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
                     "--vault-password-file", str(password), str(group_vars / "vault.yml")],
                    check=True, capture_output=True, timeout=120)
     assert "sesame-42" not in (group_vars / "vault.yml").read_text()
-    tasks = tmp_path / "roles" / "inv" / "tasks"
-    tasks.mkdir(parents=True)
-    (tasks / "main.yml").write_text(INVENTORY_ROLE)
-    watches = tmp_path / "watches.yaml"
-    watches.write_text(yaml.safe_dump([{
-        "version": "v1", "group": "", "kind": "ConfigMap", "role": str(tmp_path / "roles" / "inv"),
+    watches = oh.role_watches(tmp_path, [{
+        "version": "v1", "group": "", "kind": "ConfigMap", "role": "inv",
         "selector": {"matchLabels": {"otus.homework/inventory-test": "watched"}},
-    }]))
+    }], {"inv": INVENTORY_ROLE})
     operator = oh.start_operator(cluster, ns, tmp_path / "operator", start=False,
                                  extra_env={"ANSIBLE_INVENTORY": str(tmp_path / "inventory")})
     operator.command = [*operator.command, "--watches-file", str(watches),

@@ -52,21 +52,17 @@ def test_the_sdk_flags_set_their_environment_variables() -> None:
 
 
 def test_an_unknown_or_bad_flag_stops_the_start_naming_it() -> None:
-    result = subprocess.run(
-        [sys.executable, '-m', 'ansible_kopf', '--reconcile-perod', '1m'],
-        env={**os.environ, 'PYTHONPATH': str(OPERATOR)},
-        capture_output=True, text=True, timeout=60, check=False)
+    def start(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, '-m', 'ansible_kopf', *flags],
+                              env={**os.environ, 'PYTHONPATH': str(OPERATOR)},
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    result = start('--reconcile-perod', '1m')
     assert result.returncode == 2
     assert result.stderr.startswith('ansible-kopf: unknown flag --reconcile-perod')
-    result = subprocess.run(
-        [sys.executable, '-m', 'ansible_kopf', '--reconcile-period=soon'],
-        env={**os.environ, 'PYTHONPATH': str(OPERATOR)},
-        capture_output=True, text=True, timeout=60, check=False)
+    result = start('--reconcile-period=soon')
     assert result.returncode == 2
     assert 'ANSIBLE_KOPF_RECONCILE_PERIOD' in result.stderr
-    result = subprocess.run(
-        [sys.executable, '-m', 'ansible_kopf', '--leader-elect'],
-        env={**os.environ, 'PYTHONPATH': str(OPERATOR)},
-        capture_output=True, text=True, timeout=60, check=False)
+    result = start('--leader-elect')
     assert result.returncode == 2
     assert 'leader_for_life' in result.stderr
