@@ -288,7 +288,10 @@ def test_image_is_what_the_dockerfile_says(operator: InstalledOperator) -> None:
     app = {n.split("/")[2] for n in names if n.startswith("opt/mysql-operator/")}
     assert app == {"watches.yaml", "roles", "playbooks", "operator"}
     assert {n.split("/")[3] for n in names if n.startswith("opt/mysql-operator/operator/")} \
-        == {"ansible_kopf"}
+        == {"ansible_kopf", "collections"}
+    # operator_sdk.util as the operator provides it, for roles written for the SDK
+    util = "opt/mysql-operator/operator/collections/ansible_collections/operator_sdk/util/plugins/modules/"
+    assert {f"{util}{m}.py" for m in ("k8s_status", "requeue_after", "osdk_metric")} <= set(names)
     collections = {"/".join(n.split("/")[4:6]) for n in names
                    if n.startswith("opt/ansible/collections/ansible_collections/")
                    and n.count("/") >= 5}
