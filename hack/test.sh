@@ -32,6 +32,17 @@ if [ -z "${KUBECONFIG:-}" ] && [ $# -eq 0 ]; then
   # by the hash of its inputs: seconds when unchanged, about 4.5 minutes the first time)
   ./images/operator/build.sh import
 fi
+if [ $# -gt 0 ]; then
+  exec pytest -ra --durations=25 -n 2 --dist loadgroup "$@"
+fi
+# Alone first, one after the other: what runs an operator on every namespace (the README's
+# `make run`; the in-cluster operator as `kubectl apply -k deploy/` installs it), which
+# would reconcile the objects of tests running beside it, and the RBAC test, which shares
+# the in-cluster operator's namespace.
+alone=(tests/integration/test_00_readme_commands.py tests/integration/test_in_cluster.py
+       tests/integration/test_rbac.py)
+echo ">> pytest ${alone[*]} (alone)"
+pytest -ra --durations=5 -n 0 "${alone[@]}"
 echo ">> pytest (two workers: each test module runs whole in one; see tests/conftest.py)"
 # the slowest tests: where the time budget goes
-exec pytest -ra --durations=25 -n 2 --dist loadgroup "$@"
+exec pytest -ra --durations=25 -n 2 --dist loadgroup "${alone[@]/#/--ignore=}"

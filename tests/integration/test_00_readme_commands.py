@@ -1,6 +1,8 @@
 """The README's two commands in the order a new user types them (issue 15, item 0): `make run`
 until the sample MySQL object is ready, Ctrl-C, then `make test`, which is this very suite:
-the file's name puts it first, so every later test runs on a cluster that was used, with
+`make test` runs this file first and alone (its operator watches every namespace, so it
+would reconcile the objects of tests running beside it), so every later test runs on a
+cluster that was used, with
 `default/mysql-instance` and its finalizer left behind by an operator that is gone.
 
 Only against the local cluster: on a cluster of the user's own (`$KUBECONFIG`), `make run`
