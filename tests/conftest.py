@@ -5,10 +5,9 @@ minikube, a real cluster); otherwise it brings up the local single-node cluster
 (`cluster/cluster.sh up`, a no-op when it already runs) and uses its kubeconfig.
 `namespace` gives each test a fresh namespace and deletes it afterwards.
 
-`make test` runs the suite in two pytest-xdist workers (hack/test.sh): each module is a
-group that one worker runs whole (its module fixtures, operators and servers set up once),
-unless the module names a group of its own (test_rbac and test_in_cluster share the
-operator's namespace, so they share a worker). The workers' suite figures are summed here.
+`make test` runs most of the suite in two pytest-xdist workers (hack/test.sh,
+`--dist loadfile`): one worker runs a module whole, so its module fixtures, operators and
+servers are set up once. The workers' suite figures are summed here.
 """
 
 from __future__ import annotations
@@ -37,13 +36,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = yield
     setattr(item, "rep_" + report.when, report)
     return report
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each module is an xdist group of its own unless it names one (see the docstring)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -43,9 +43,6 @@ import yaml
 from tests import harness, kube
 from tests.integration import operator_harness as oh
 
-# shares the operator's namespace with test_in_cluster/test_rbac: one worker runs both
-pytestmark = pytest.mark.xdist_group("operator-namespace")
-
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "images" / "operator" / "build.sh"
 MYSQL_IMAGE = kube.MYSQL_IMAGE

@@ -19,9 +19,6 @@ import yaml
 
 from tests import harness
 
-# shares the operator's namespace with test_in_cluster/test_rbac: one worker runs both
-pytestmark = pytest.mark.xdist_group("operator-namespace")
-
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR_NAMESPACE = "mysql-operator"
 SUBJECT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:mysql-operator"
