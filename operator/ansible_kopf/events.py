@@ -84,7 +84,7 @@ class Outcome:
     custom_stats: Mapping[str, Any]
     ident: str
     duration: float  # seconds, wall time of the run
-    requeue_after: float | None = None  # seconds, from operator_sdk.util.requeue_after
+    requeue_after: float | None = None  # seconds: requeue_after task, else the object's annotation
     metrics: tuple[Mapping[str, Any], ...] = ()  # operator_sdk.util.osdk_metric results
 
     @property

@@ -51,6 +51,7 @@ from ansible_kopf.warm import pool
 
 logger = logging.getLogger(__name__)
 
+
 def backoff(retry: int) -> float:
     """Seconds before the next attempt: 5, 10, 20, ... up to 5 minutes."""
     return float(min(constants.BACKOFF_BASE * 2.0 ** min(retry, 16), constants.BACKOFF_CAP))
@@ -88,10 +89,9 @@ async def reconcile(*, body: kopf.Body, resource: kopf.Resource, name: str,
                                           namespace=namespace, name=name)
     _react(body, outcome, retry, what='Reconcile')
     requeue = memo.get('requeue') if memo is not None else None
-    delay = outcome.requeue_after or reconciling.annotated_period(body) if outcome else None
-    if delay and isinstance(requeue, Requeue):
+    if outcome is not None and outcome.requeue_after and isinstance(requeue, Requeue):
         requeue.later(dependents.OwnerKey(controller.watch.group, controller.watch.kind,
-                                          namespace, name), delay)
+                                          namespace, name), outcome.requeue_after)
 
 
 async def resume(*, body: kopf.Body, resource: kopf.Resource, name: str,
@@ -184,11 +184,8 @@ class Requeue:
             self._waiting.discard(owner)
         if outcome is None or outcome.successful:
             self._retries.pop(owner, None)
-            fresh = await controller.api.get(resource, namespace=namespace, name=owner.name)
-            delay = outcome.requeue_after or reconciling.annotated_period(fresh or {}) \
-                if outcome else None
-            if delay:
-                self.later(owner, delay)
+            if outcome is not None and outcome.requeue_after:
+                self.later(owner, outcome.requeue_after)
             return
         retry = self._retries.get(owner, 0)
         self._retries[owner] = retry + 1

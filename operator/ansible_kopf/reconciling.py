@@ -141,6 +141,9 @@ async def reconcile(
             job = dataclasses.replace(controller.job(obj, finalizing=finalizing),
                                       kubeconfig=kubeconfig)
             outcome = await runner.run_async(job, controller.settings)
+        if outcome.successful and not outcome.requeue_after:
+            # the SDK's reconcile-period annotation: read here, where the object is at hand
+            outcome = dataclasses.replace(outcome, requeue_after=annotated_period(obj))
         record = summary.Summary(
             action='finalize' if finalizing else 'reconcile', kind=watch.gvk,
             namespace=namespace, name=name, status=outcome.status,
