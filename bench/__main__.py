@@ -22,6 +22,7 @@ uses ``replicas: 0`` so that 100 pods do not fill the shared node (110 pods at m
 references and variable names use the bench group) for one object.
 """
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -30,10 +31,14 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Any
 
+import yaml
+
+from ansible_kopf import durations
 from bench import harness, png
 from bench.baselines import common
 from tests.harness import REPO, AuditLog, Cluster, Operator, describe, now_utc
@@ -41,6 +46,7 @@ from tests.harness import REPO, AuditLog, Cluster, Operator, describe, now_utc
 OUT = harness.BENCH / 'out'
 WORK = pathlib.Path(os.environ.get('BENCH_WORKDIR')
                     or pathlib.Path(tempfile.gettempdir()) / 'bench-otus-test')
+PERIOD_ANNOTATION = 'ansible.sdk.operatorframework.io/reconcile-period'  # the SDK's
 WARM_IDLE = 30.0  # ANSIBLE_KOPF_WARM_IDLE of `ours` (default 300 s); idle memory is read after it
 SPEC = {'password': 'benchpassword', 'storage_size': '1Gi', 'replicas': 1}
 LABELS = {'ours': 'ours (warm)', 'ours-cold': 'ours, cold (ANSIBLE_KOPF_WARM=false)',
@@ -49,7 +55,9 @@ LABELS = {'ours': 'ours (warm)', 'ours-cold': 'ours, cold (ANSIBLE_KOPF_WARM=fal
 
 
 def operator(design: str, namespace: str, *, period: float = 0,
-             watches: pathlib.Path | None = None) -> Operator:
+             watches: pathlib.Path | None = None, warm_idle: bool = True) -> Operator:
+    """``warm_idle``: the bench's short ANSIBLE_KOPF_WARM_IDLE (idle memory is read after
+    it); False: the operator's default (the idle scenarios: runs minutes apart)."""
     env = dict(os.environ, BENCH_RECONCILE_PERIOD=f"{period:g}s" if design.startswith('ours')
                else f"{period:g}", PYTHONPATH=str(REPO / 'operator'))
     workdir = WORK / design / namespace
@@ -57,8 +65,9 @@ def operator(design: str, namespace: str, *, period: float = 0,
         default = 'watches-pertask.yaml' if design == 'ours-pertask' else 'watches.yaml'
         env.update(WATCHES_FILE=str(watches or harness.BENCH / default),
                    WATCH_NAMESPACE=namespace, ANSIBLE_KOPF_WORKDIR=str(workdir),
-                   ANSIBLE_KOPF_WARM_IDLE=f"{WARM_IDLE:g}s",
                    ANSIBLE_KOPF_MAX_RUNS='4', ANSIBLE_KOPF_WARM=str(design != 'ours-cold').lower())
+        if warm_idle:
+            env['ANSIBLE_KOPF_WARM_IDLE'] = f"{WARM_IDLE:g}s"
         command = [harness.python(), '-m', 'ansible_kopf']
     else:
         module = {'a': 'direct', 'b': 'straightforward'}[design]
@@ -198,8 +207,10 @@ def soak_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
     return {'namespace': namespace, 'objects': args.soak_objects, 'samples': samples}
 
 
-def real_role_copy() -> pathlib.Path:
-    """roles/mysql with the bench group in owner references and variable names."""
+def real_role_copy(shipped: bool = False) -> pathlib.Path:
+    """roles/mysql with the bench group in owner references and variable names. Its watches
+    entry has no period (``shipped``: the shipped watches.yaml's MySQL entry, period and
+    dependent watches included, without its finalizer)."""
     target = OUT / 'real'
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(REPO / 'roles' / 'mysql', target / 'roles' / 'mysql')
@@ -209,12 +220,22 @@ def real_role_copy() -> pathlib.Path:
             path.write_text(text.replace('_otus_homework_mysql', '_bench_otus_test_mysql')
                             .replace('apiVersion: otus.homework/v1',
                                      f"apiVersion: {harness.GROUP}/{harness.VERSION}"))
-    watches = target / 'watches.yaml'
-    watches.write_text(json.dumps([{
+    entry: dict[str, Any] = {
         'version': 'v1', 'group': 'bench.otus.test', 'kind': 'MySQL', 'role': 'roles/mysql',
         'reconcilePeriod': '0', 'manageStatus': True, 'snakeCaseParameters': True,
-        'markUnsafe': True}]))
+        'markUnsafe': True}
+    if shipped:
+        entry = dict(shipped_mysql_entry(), group=harness.GROUP, role='roles/mysql')
+        entry.pop('finalizer', None)
+    watches = target / 'watches.yaml'
+    watches.write_text(json.dumps([entry]))
     return watches
+
+
+def shipped_mysql_entry() -> dict[str, Any]:
+    """The MySQL entry of the repository's watches.yaml."""
+    entries = yaml.safe_load((REPO / 'watches.yaml').read_text())
+    return dict(next(e for e in entries if e['kind'] == 'MySQL'))
 
 
 def real_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
@@ -234,6 +255,166 @@ def real_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
         op.stop()
     return {'namespace': namespace, 'first_after_start': first.get('real-warmup'),
             'one': summary(values) if values else None}
+
+
+def settle(op: Operator, quiet: float = 20, limit: float = 600) -> int:
+    """Wait until the operator has logged no run for ``quiet`` s; the number of runs."""
+    deadline, last, since = time.monotonic() + limit, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        runs = len(op.summaries())
+        if runs != last:
+            last, since = runs, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+        time.sleep(1)
+    return last
+
+
+def idle_cpu(op: Operator, objects: int, window: float) -> dict[str, Any]:
+    """CPU of the operator's process tree over ``window`` s with nothing changing."""
+    runs_before, cpu_before = len(op.summaries()), harness.cpu_seconds(op.pid)
+    start = time.monotonic()
+    time.sleep(window)
+    cpu, elapsed = harness.cpu_seconds(op.pid) - cpu_before, time.monotonic() - start
+    return {'objects': objects, 'window_s': round(elapsed, 1), 'cpu_s': round(cpu, 2),
+            'runs': len(op.summaries()) - runs_before,
+            'cpu_s_per_object_min': cpu / objects / (elapsed / 60)}
+
+
+def drift_trial(cluster: Cluster, namespace: str, name: str, how: str) -> float | None:
+    """Seconds from a hand change of the instance's Service (``delete`` it, or ``edit`` its
+    selector) until a watch sees it back as it was; None if not back in 60 s. Raw JSON
+    throughout (this client's models cannot read every answer of a 1.20 API server)."""
+    core = cluster.core
+    before = json.loads(core.read_namespaced_service(name, namespace, _preload_content=False).data)
+    selector, uid = before['spec']['selector'], before['metadata']['uid']
+    back = threading.Event()
+    repaired: list[float] = []
+    response = core.list_namespaced_service(
+        namespace, field_selector=f"metadata.name={name}", watch=True, timeout_seconds=60,
+        resource_version=before['metadata']['resourceVersion'], _preload_content=False)
+
+    def follow() -> None:
+        with contextlib.suppress(Exception):  # the stream closed below ends the thread
+            for line in response:
+                event = json.loads(line)
+                svc = event.get('object') or {}
+                if event.get('type') in ('ADDED', 'MODIFIED') and (
+                        svc['metadata']['uid'] != uid if how == 'delete'
+                        else svc['spec'].get('selector') == selector):
+                    repaired.append(time.monotonic())
+                    back.set()
+                    return
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    if how == 'delete':
+        core.delete_namespaced_service(name, namespace, _preload_content=False)
+    else:
+        key = sorted(selector)[0]  # a value the role sets, changed (a new key would be extra)
+        core.patch_namespaced_service(name, namespace,
+                                      {'spec': {'selector': dict(selector, **{key: 'drifted'})}},
+                                      _preload_content=False)
+    back.wait(60)
+    response.close()
+    return repaired[0] - started if repaired else None
+
+
+def idle_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
+                  created: list[str]) -> dict[str, Any]:
+    """
+    The real mysql role with the shipped watches.yaml entry (its period, dependent watches
+    with status), ``--idle-objects`` MariaDB instances: CPU of the whole tree while nothing
+    changes; drift repair (a Service deleted or its selector edited by hand, time until a
+    watch sees it put back); then the CPU of one unchanged periodic run (the same objects
+    with a 20 s per-object period). Per idle object per minute at the shipped period =
+    idle rate + run CPU / period.
+    """
+    namespace = harness.namespace(cluster, f"{design.replace('-', '')}i")
+    created.append(namespace)
+    period = durations.parse(str(shipped_mysql_entry().get('reconcilePeriod', '0')))
+    op = started(operator(design, namespace, watches=real_role_copy(shipped=True),
+                          warm_idle=False))
+    spec = {'image': 'localhost/mariadb:10.11-bookworm', 'database': 'benchdb',
+            'password': 'benchpassword', 'storage_size': '1Gi'}
+    names = [f"idle-{i}" for i in range(args.idle_objects)]
+    result: dict[str, Any] = {'namespace': namespace, 'period_s': period}
+    try:
+        seen = {}
+        for batch in range(0, len(names), 5):  # 5 at a time: each waits for its server
+            seen.update(harness.create_and_wait(cluster, namespace, names[batch:batch + 5], spec))
+        result['created'] = len(seen)
+        print(f"   idle: {len(seen)} instances Successful; settling", flush=True)
+        settle(op)
+        result['idle'] = idle_cpu(op, len(names), args.idle_window)
+        print(f"   idle: {result['idle']}", flush=True)
+        trials = []
+        for trial in range(args.drift_trials):
+            name = names[trial % len(names)]
+            how = 'delete' if trial % 2 == 0 else 'edit'
+            trials.append({'how': how, 'seconds': drift_trial(cluster, namespace, name, how)})
+            settle(op, quiet=3, limit=60)
+        repaired = [t['seconds'] for t in trials if t['seconds'] is not None]
+        result['drift'] = {'trials': trials, 'repaired': summary(repaired) if repaired else None,
+                           'not_repaired': len(trials) - len(repaired)}
+        print(f"   drift: {result['drift']['repaired']}", flush=True)
+        for name in names:  # the next run of each is then followed by one every 20 s
+            cluster.custom.patch_namespaced_custom_object(
+                harness.GROUP, harness.VERSION, namespace, harness.PLURAL, name,
+                {'metadata': {'annotations': {PERIOD_ANNOTATION: '20s'}}})
+            core_name = f"{name}-direct"
+            cluster.core.patch_namespaced_service(  # a child edit runs the role once
+                core_name, namespace, {'metadata': {'labels': {'bench-touch': '1'}}},
+                _preload_content=False)
+        settle(op, quiet=5, limit=120)
+        time.sleep(25)  # every object is on its 20 s cycle now
+        runs = idle_cpu(op, len(names), args.idle_window)
+        per_run = ((runs['cpu_s'] - result['idle']['cpu_s_per_object_min'] * len(names)
+                    * runs['window_s'] / 60) / runs['runs']) if runs['runs'] else None
+        result['periodic'] = dict(runs, cpu_s_per_run=per_run)
+        if per_run is not None and period:
+            result['per_object_min_at_period'] = (result['idle']['cpu_s_per_object_min']
+                                                  + per_run * 60 / period)
+        print(f"   periodic: {result['periodic']}", flush=True)
+    finally:
+        op.stop()
+    return result
+
+
+def idle_many_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
+                       created: list[str]) -> dict[str, Any]:
+    """
+    ``--idle-many`` objects of the stand-in role (pause image, replicas 0: the node runs at
+    most 110 pods) with the shipped MySQL entry's period and dependent watches: CPU of the
+    whole tree while nothing changes.
+    """
+    namespace = harness.namespace(cluster, f"{design.replace('-', '')}m")
+    created.append(namespace)
+    shipped = shipped_mysql_entry()
+    entry = {key: shipped[key] for key in ('reconcilePeriod', 'watchDependentResources',
+                                           'watchDependentStatus') if key in shipped}
+    watches = OUT / 'watches-idle.yaml'
+    stand_in = yaml.safe_load((harness.BENCH / 'watches.yaml').read_text())[0]
+    watches.write_text(json.dumps([dict(stand_in, role=str(harness.BENCH / stand_in['role']),
+                                        **entry)]))
+    op = started(operator(design, namespace, watches=watches, warm_idle=False))
+    names = [f"many-{i}" for i in range(args.idle_many)]
+    result: dict[str, Any] = {'namespace': namespace}
+    try:
+        seen = {}
+        for batch in range(0, len(names), 100):
+            seen.update(harness.create_and_wait(cluster, namespace, names[batch:batch + 100],
+                                                dict(SPEC, replicas=0)))
+            print(f"   idle-many: {len(seen)} Successful", flush=True)
+        result['created'] = len(seen)
+        settle(op)
+        result['memory'] = harness.memory(op.pid)
+        result['idle'] = idle_cpu(op, len(names), args.idle_window)
+        print(f"   idle-many: {result['idle']}", flush=True)
+    finally:
+        op.stop()
+    return result
 
 
 def fmt(value: Any, unit: str = 's') -> str:
@@ -284,6 +465,30 @@ def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) ->
                   f" / {r['latency']['runs']} runs")
     if any('real' in r for r in results.values()):
         row('real mysql role, 1 object p50/p95 (min-max)', lambda r: fmt(r['real']['one']))
+    if any('idle' in r for r in results.values()):
+        cps = lambda v: f"{v:.4f} CPU-s"  # noqa: E731
+        row('drift repair, real role: Service deleted/edited p50/p95 (min-max)',
+            lambda r: fmt(r['idle']['drift']['repaired'])
+            + (f", {r['idle']['drift']['not_repaired']} not repaired"
+               if r['idle']['drift']['not_repaired'] else ''))
+        row('idle, real role: CPU per object per minute, no run due',
+            lambda r: f"{cps(r['idle']['idle']['cpu_s_per_object_min'])} "
+                      f"({r['idle']['idle']['objects']} objects, {r['idle']['idle']['runs']} runs "
+                      f"in {r['idle']['idle']['window_s']:g} s)")
+        row('idle, real role: CPU of one unchanged periodic run',
+            lambda r: f"{r['idle']['periodic']['cpu_s_per_run']:.2f} CPU-s "
+                      f"({r['idle']['periodic']['runs']} runs)")
+        row('idle, real role: CPU per object per minute at the shipped period',
+            lambda r: f"{cps(r['idle']['per_object_min_at_period'])} "
+                      f"(period {r['idle']['period_s']:g} s)")
+        row('idle, stand-in role: CPU per object per minute, no run due',
+            lambda r: f"{cps(r['idle_many']['idle']['cpu_s_per_object_min'])} "
+                      f"({r['idle_many']['idle']['objects']} objects, "
+                      f"{r['idle_many']['idle']['runs']} runs in "
+                      f"{r['idle_many']['idle']['window_s']:g} s)")
+        row('idle, stand-in role + real run per period: CPU per object per minute',
+            lambda r: cps(r['idle_many']['idle']['cpu_s_per_object_min']
+                          + r['idle']['periodic']['cpu_s_per_run'] * 60 / r['idle']['period_s']))
     if any('soak' in r for r in results.values()):
         def soak(r: dict[str, Any]) -> str:
             samples = r['soak']['samples']
@@ -328,16 +533,23 @@ def arguments() -> argparse.Namespace:
     parser.add_argument('--real', action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument('--trials-real', type=int, default=3)
     parser.add_argument('--keep', action='store_true', help='keep namespaces and volumes')
-    parser.add_argument('--scenarios', default='latency,unchanged,real',
-                        help='comma-separated, of: latency, unchanged, real, soak (memory over '
+    parser.add_argument('--scenarios', default='latency,unchanged,real,idle',
+                        help='comma-separated, of: latency, unchanged, real, idle (ours only: '
+                             'idle CPU per object, drift repair), soak (memory over '
                              'thousands of runs; ours only, not in the default)')
+    parser.add_argument('--idle-objects', type=int, default=20,
+                        help='real instances for idle CPU and drift repair')
+    parser.add_argument('--idle-many', type=int, default=500,
+                        help='stand-in objects for idle CPU at scale (0: skip)')
+    parser.add_argument('--idle-window', type=float, default=120, help='seconds of each CPU window')
+    parser.add_argument('--drift-trials', type=int, default=20)
     parser.add_argument('--soak-objects', type=int, default=20)
     parser.add_argument('--soak-runs', type=int, default=3000)
     parser.add_argument('--soak-minutes', type=float, default=20)
     args = parser.parse_args()
     args.designs = args.designs.split(',')
     args.scenarios = args.scenarios.split(',')
-    if unknown := set(args.scenarios) - {'latency', 'unchanged', 'real', 'soak'}:
+    if unknown := set(args.scenarios) - {'latency', 'unchanged', 'real', 'idle', 'soak'}:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     if unknown := set(args.designs) - set(LABELS):
         parser.error(f"unknown designs: {', '.join(sorted(unknown))}")
@@ -355,6 +567,10 @@ def measure(cluster: Cluster, design: str, args: argparse.Namespace,
         scenarios.append(('real', real_scenario))
     if 'soak' in args.scenarios and design == 'ours':
         scenarios.append(('soak', soak_scenario))
+    if 'idle' in args.scenarios and design == 'ours':
+        scenarios.append(('idle', idle_scenario))
+        if args.idle_many:
+            scenarios.append(('idle_many', idle_many_scenario))
     result: dict[str, Any] = {}
     for key, scenario in scenarios:
         try:

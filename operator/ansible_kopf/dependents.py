@@ -11,9 +11,13 @@ stops. What counts as a change is the SDK's (operator-lib's ``DependentPredicate
   of its spec, labels or annotations is);
 - not a creation (a run's own doing), and not the objects found by a (re)list, except
   those that changed or went away while the watch was down.
-The owner is the object's controller owner reference, or, for a cluster-scoped object,
-the ``operator-sdk/primary-resource`` annotations (see :mod:`proxy`). The callback gets the
-owner's group, kind, namespace and name; which kinds follow which is the caller's.
+An update of ``status`` alone is reported too, marked as such: a kind that asks for it
+(``watchDependentStatus``, not an SDK key) runs on it, the others ignore it.
+The owners are the object's controller owner reference and the
+``operator-sdk/primary-resource`` annotations (see :mod:`proxy`; a Job that a CronJob
+creates from a template carrying them has both). The callback gets the owner's group,
+kind, namespace and name, and whether only the status changed; which kinds follow which
+is the caller's.
 
 A watch that fails (403 without list/watch RBAC, the API server down) is retried after
 5 s, then up to a minute between tries; the first failure of a resource is a warning in
@@ -50,12 +54,38 @@ class OwnerKey:
     name: str
 
 
-Changed = Callable[[OwnerKey], None]
-Seen = tuple[str, tuple[OwnerKey, ...]]  # an owned object's fingerprint and owners
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """What the callback is told: an owner, the kind of its dependent that changed, and
+    whether only that dependent's status did."""
+    owner: OwnerKey
+    group: str
+    version: str
+    kind: str
+    status_only: bool = False
+
+
+Changed = Callable[[Change], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """What is kept of an owned object: its fingerprints and owners."""
+    spec: str  # without status (the SDK's change)
+    status: str
+    owners: tuple[OwnerKey, ...]
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any], found: tuple[OwnerKey, ...]) -> 'Seen':
+        return cls(fingerprint(obj), _digest(obj.get('status')), found)
 
 
 class Gone(Exception):
     """The watch's resourceVersion is too old: list again."""
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def fingerprint(obj: Mapping[str, Any]) -> str:
@@ -63,11 +93,11 @@ def fingerprint(obj: Mapping[str, Any]) -> str:
     copy = {k: v for k, v in obj.items() if k != 'status'}
     copy['metadata'] = {k: v for k, v in (obj.get('metadata') or {}).items()
                         if k not in ('resourceVersion', 'managedFields')}
-    return hashlib.sha256(json.dumps(copy, sort_keys=True).encode()).hexdigest()
+    return _digest(copy)
 
 
 def owners(obj: Mapping[str, Any]) -> list[OwnerKey]:
-    """The owners to tell: the controller reference, or the SDK's annotations."""
+    """The owners to tell: the controller reference and the SDK's annotations."""
     metadata = obj.get('metadata') or {}
     namespace = metadata.get('namespace')
     found = [OwnerKey(str(ref.get('apiVersion')).rpartition('/')[0], str(ref.get('kind')),
@@ -76,10 +106,12 @@ def owners(obj: Mapping[str, Any]) -> list[OwnerKey]:
              if isinstance(ref, Mapping) and ref.get('controller')]
     annotations = metadata.get('annotations') or {}
     primary, kind = annotations.get(PRIMARY_RESOURCE), annotations.get(PRIMARY_RESOURCE_TYPE)
-    if not found and isinstance(primary, str) and isinstance(kind, str) and '/' in primary:
+    if isinstance(primary, str) and isinstance(kind, str) and '/' in primary:
         owner_namespace, _, name = primary.partition('/')
         kind_name, _, group = kind.partition('.')
-        found.append(OwnerKey(group, kind_name, owner_namespace or None, name))
+        annotated = OwnerKey(group, kind_name, owner_namespace or None, name)
+        if annotated not in found:
+            found.append(annotated)
     return found
 
 
@@ -163,16 +195,19 @@ class Watcher:
                 raise RuntimeError(f"list answered {response.status}: "
                                    f"{(await response.text())[:200]}")
             listing = await response.json()
+        kind = str(listing.get('kind') or '').removesuffix('List')
         current: dict[str, Seen] = {}
         for item in listing.get('items') or ():
             uid, found = (item.get('metadata') or {}).get('uid'), owners(item)
             if uid and found:
-                current[uid] = (fingerprint(item), tuple(found))
+                current[uid] = Seen.of(item, tuple(found))
         if seen:  # a relist: what changed or went away while the watch was down
             for uid, before in seen.items():
                 after = current.get(uid)
-                if after is None or after[0] != before[0]:
-                    self._tell((after or before)[1])
+                if after is None or after.spec != before.spec:
+                    self._tell(dependent, kind, (after or before).owners, status_only=False)
+                elif after.status != before.status:
+                    self._tell(dependent, kind, after.owners, status_only=True)
         seen.clear()
         seen.update(current)
         return str((listing.get('metadata') or {}).get('resourceVersion') or '')
@@ -202,19 +237,24 @@ class Watcher:
                 if kind == 'BOOKMARK' or not uid:
                     continue
                 found = tuple(owners(obj))
+                of = str(obj.get('kind') or '')
                 if kind == 'DELETED':
                     seen.pop(uid, None)
-                    self._tell(found)
+                    self._tell(dependent, of, found, status_only=False)
                     continue
                 before = seen.pop(uid, None)
                 if not found:
                     continue
-                print_ = fingerprint(obj)
-                seen[uid] = (print_, found)
-                if kind == 'MODIFIED' and before is not None and before[0] != print_:
-                    self._tell(found)
+                after = seen[uid] = Seen.of(obj, found)
+                if kind != 'MODIFIED' or before is None:
+                    continue
+                if before.spec != after.spec:
+                    self._tell(dependent, of, found, status_only=False)
+                elif before.status != after.status:
+                    self._tell(dependent, of, found, status_only=True)
         return version
 
-    def _tell(self, found: Iterable[OwnerKey]) -> None:
+    def _tell(self, dependent: Dependent, kind: str, found: Iterable[OwnerKey], *,
+              status_only: bool) -> None:
         for owner in found:
-            self._changed(owner)
+            self._changed(Change(owner, dependent.group, dependent.version, kind, status_only))

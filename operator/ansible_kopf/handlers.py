@@ -112,6 +112,7 @@ async def finalize(*, body: kopf.Body, resource: kopf.Resource, name: str,
 
 
 DEPENDENT_CHANGED: Final = 'an object it owns changed, reconciling'
+DEPENDENT_STATUS_CHANGED: Final = "the status of an object it owns changed, reconciling"
 REQUEUED: Final = 'requeued by its last run (requeue_after), reconciling'
 
 
@@ -135,11 +136,17 @@ class Requeue:
     def add(self, controller: reconciling.Controller, resource: kopf.Resource) -> None:
         self._kinds[(controller.watch.group, controller.watch.kind)] = (controller, resource)
 
-    def __call__(self, owner: dependents.OwnerKey) -> None:
-        """A dependent of ``owner`` changed."""
-        target = self._kinds.get((owner.group, owner.kind))
-        if target is not None and target[0].watch.watch_dependents:
-            self._queue(owner, reason=DEPENDENT_CHANGED)
+    def __call__(self, change: dependents.Change) -> None:
+        """A dependent of ``change.owner`` changed."""
+        target = self._kinds.get((change.owner.group, change.owner.kind))
+        if target is None:
+            return
+        watch = target[0].watch
+        if (not watch.watch_dependents or (change.status_only and not watch.watch_dependent_status)
+                or (change.group, change.version, change.kind) in watch.blacklist):
+            return
+        self._queue(change.owner,
+                    reason=DEPENDENT_STATUS_CHANGED if change.status_only else DEPENDENT_CHANGED)
 
     def later(self, owner: dependents.OwnerKey, delay: float) -> None:
         """Run for ``owner`` again in ``delay`` seconds (replacing an earlier request)."""

@@ -136,6 +136,8 @@ def _apply(metric: Metric, change: Mapping[str, Any]) -> None:
     current = metric.values.get((), 0.0)
     try:
         if metric.kind in ('histogram', 'summary'):
+            # shown from its creation, with zero counts, as Prometheus clients show one
+            metric.observations.setdefault((), _Observations([0] * len(BUCKETS)))
             if change.get('observe') is not None:
                 metric.observe(float(change['observe']))
             return

@@ -219,9 +219,11 @@ class Proxy:
             self._known.add(key)
             self._learned(owner, dependent)
 
-    def _follows(self, owner: Owner, dependent: Dependent) -> bool:
+    def _follows(self, owner: Owner, dependent: Dependent, kind: str | None = None) -> bool:
+        """Whether ``owner``'s kind follows ``dependent`` (of ``kind``, once known)."""
         return owner.watch.watch_dependents and (
-            dependent.namespaced or owner.watch.watch_cluster_scoped)
+            dependent.namespaced or owner.watch.watch_cluster_scoped) and (
+            (dependent.group, dependent.version, kind) not in owner.watch.blacklist)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         authorization = request.headers.get('Authorization', '')
@@ -290,7 +292,7 @@ class Proxy:
         if owner.watch.inject_owner_ref:
             obj = inject(owner, target, obj)
             body = json.dumps(obj).encode()
-        if owner.controls(obj) and self._follows(owner, target.dependent):
+        if owner.controls(obj) and self._follows(owner, target.dependent, obj['kind']):
             return body, target.dependent
         return body, None
 
@@ -299,7 +301,11 @@ class Proxy:
             obj = json.loads(data)
         except ValueError:
             return
-        items = obj.get('items') if isinstance(obj, Mapping) else None
+        if not isinstance(obj, Mapping):
+            return
+        items = obj.get('items')
         objects = items if isinstance(items, list) else [obj]
-        if any(owner.controls(item) for item in objects):
+        kind = str(obj.get('kind') or '')
+        kind = kind.removesuffix('List') if isinstance(items, list) else kind
+        if self._follows(owner, dependent, kind) and any(owner.controls(i) for i in objects):
             self._learn(owner, dependent)

@@ -47,13 +47,21 @@ so that users can move between the two tools:
     own doing). See :mod:`dependents`.
 ``watchClusterScopedResources``
     Default false (as in the SDK): also follow cluster-scoped objects a run created.
+``watchDependentStatus``
+    Not an SDK key: default false. True: a change to a dependent's ``status`` alone also
+    runs the role (a Deployment whose pod stops being ready, a Job that completes), for a
+    role that reports what its children's status says instead of polling for it.
 ``injectOwnerRef``
     Not an SDK key: default ``--inject-owner-ref`` (true). False: objects this kind's runs
     create get no injected owner reference (for a role that sets its own, and creates
     objects that must outlive the owner, such as a backup volume). See :mod:`proxy`.
 
-Accepted for compatibility but ignored, with a warning: ``watchAnnotationsChanges``,
-``blacklist``.
+``blacklist``
+    A list of ``group``/``version``/``kind`` (as in the SDK): objects of these kinds are
+    never followed as this kind's dependents (no watch is started for them, and a change
+    of one seen by a watch another kind started does not run this kind's role).
+
+Accepted for compatibility but ignored, with a warning: ``watchAnnotationsChanges``.
 Any other key is an error at start-up, as are wrong types, missing paths and duplicate GVKs.
 ``${VAR}`` references are replaced by environment variables before parsing (as in the SDK).
 """
@@ -77,8 +85,9 @@ KNOWN_KEYS: Final = (
     'manageStatus', 'finalizer', 'snakeCaseParameters', 'markUnsafe',
     'maxConcurrentReconciles', 'maxRunnerArtifacts', 'selector',
     'watchDependentResources', 'watchClusterScopedResources', 'injectOwnerRef',
+    'watchDependentStatus', 'blacklist',
 )
-IGNORED_KEYS: Final = ('watchAnnotationsChanges', 'blacklist')
+IGNORED_KEYS: Final = ('watchAnnotationsChanges',)
 FINALIZER_KEYS: Final = ('name', 'role', 'playbook', 'vars')
 _ENV_REFERENCE: Final = re.compile(r'\$\{([^}]+)\}')
 
@@ -147,6 +156,8 @@ class Watch:
     watch_dependents: bool = True
     watch_cluster_scoped: bool = False
     inject_owner_ref: bool = True
+    watch_dependent_status: bool = False
+    blacklist: frozenset[tuple[str, str, str]] = frozenset()  # (group, version, kind)
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether an object with these labels matches ``selector.matchExpressions``."""
@@ -254,6 +265,8 @@ class _Parser:
                                             default=False),
             inject_owner_ref=self._bool(raw, 'injectOwnerRef', fail,
                                         default=self.defaults.inject_owner_ref),
+            watch_dependent_status=self._bool(raw, 'watchDependentStatus', fail, default=False),
+            blacklist=self._blacklist(raw, fail),
         )
 
     @staticmethod
@@ -313,6 +326,21 @@ class _Parser:
             return durations.parse(value)
         except durations.DurationError as e:
             raise fail(f"'reconcilePeriod': {e}") from None
+
+    @staticmethod
+    def _blacklist(raw: Mapping[str, Any], fail: _Fail) -> frozenset[tuple[str, str, str]]:
+        value = raw.get('blacklist') or []
+        if not isinstance(value, list):
+            raise fail("'blacklist' must be a list of group/version/kind")
+        found = set()
+        for index, entry in enumerate(value):
+            if (not isinstance(entry, Mapping) or set(entry) - {'group', 'version', 'kind'}
+                    or not all(isinstance(entry.get(k), str) for k in ('version', 'kind'))
+                    or not isinstance(entry.get('group', ''), str)):
+                raise fail(f"'blacklist[{index}]' must be a mapping of 'group' (a string, "
+                           f"\"\" for the core group), 'version' and 'kind'")
+            found.add((entry.get('group', ''), entry['version'], entry['kind']))
+        return frozenset(found)
 
     @staticmethod
     def _selector(raw: Mapping[str, Any], fail: _Fail) -> Mapping[str, str]:

@@ -48,3 +48,23 @@ def test_the_sdk_annotations_name_the_owner_of_a_cluster_scoped_object() -> None
 
 def test_an_object_without_an_owner_tells_nobody() -> None:
     assert dependents.owners(deployment()) == []
+
+
+def test_a_job_of_a_cronjob_tells_the_controller_and_the_annotated_owner() -> None:
+    job = {'metadata': {'name': 'db-bk-1', 'namespace': 'ns', 'ownerReferences': [
+        {'apiVersion': 'batch/v1', 'kind': 'CronJob', 'name': 'db-bk', 'uid': 'c', 'controller': True}],
+        'annotations': {'operator-sdk/primary-resource': 'ns/db',
+                        'operator-sdk/primary-resource-type': 'MySQL.otus.homework'}}}
+    assert dependents.owners(job) == [dependents.OwnerKey('batch', 'CronJob', 'ns', 'db-bk'),
+                                      dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db')]
+
+
+def test_a_status_change_is_kept_apart_from_a_change() -> None:
+    owner = (dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db'),)
+    before = dependents.Seen.of(deployment(), owner)
+    ready = deployment(resourceVersion='2')
+    ready['status'] = {'readyReplicas': 1}
+    after = dependents.Seen.of(ready, owner)
+    assert (before.spec, before.status != after.status) == (after.spec, True)
+    edited = dependents.Seen.of(deployment(labels={'a': 'b'}), owner)
+    assert (edited.spec != before.spec, edited.status) == (True, before.status)

@@ -6,7 +6,16 @@ import pathlib
 import kopf
 import pytest
 
-from ansible_kopf import events, handlers, launchers, locks, reconciling, runner, watches
+from ansible_kopf import (
+    dependents,
+    events,
+    handlers,
+    launchers,
+    locks,
+    reconciling,
+    runner,
+    watches,
+)
 from ansible_kopf.warm.pool import Pool
 
 TARGET = watches.Target(type='role', path=pathlib.Path('/roles/mysql'))
@@ -146,3 +155,20 @@ def test_match_expressions_become_a_when_filter() -> None:
     assert when is not None
     assert when(labels={'tier': 'db'}) and not when(labels={'tier': 'web'}) and not when(labels={})
     assert by_kind['Other'].when is None
+
+
+@pytest.mark.parametrize(('status_watched', 'status_only', 'kind', 'queued'),
+                         [(False, False, 'Deployment', True), (False, True, 'Deployment', False),
+                          (True, True, 'Deployment', True), (True, False, 'ConfigMap', False)])
+def test_a_dependents_change_runs_its_owner_unless_status_only_or_blacklisted(
+        status_watched: bool, status_only: bool, kind: str, queued: bool) -> None:
+    requeue = handlers.Requeue()
+    watch = dataclasses.replace(WATCH, watch_dependent_status=status_watched,
+                                blacklist=frozenset({('', 'v1', 'ConfigMap')}))
+    requeue.add(controller(watch), kopf.Resource('otus.homework', 'v1', 'mysqls', namespaced=True))
+    seen: list[str] = []
+    requeue._queue = lambda owner, reason: seen.append(reason)  # type: ignore[method-assign]
+    group, version = ('apps', 'v1') if kind == 'Deployment' else ('', 'v1')
+    requeue(dependents.Change(dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db'),
+                              group, version, kind, status_only))
+    assert bool(seen) == queued

@@ -44,3 +44,14 @@ def test_a_name_reused_with_another_type_or_invalid_is_ignored() -> None:
     registry.user_metric({'name': 'jobs', 'description': 'd', 'gauge': {'set': 100}})
     registry.user_metric({'name': 'bad name', 'description': 'd', 'gauge': {'set': 1}})
     assert values(registry) == {'jobs': '1.0'}
+
+
+def test_a_new_histogram_or_summary_shows_zero_counts() -> None:
+    registry = metrics.Registry()
+    registry.user_metric({'name': 'empty_histogram', 'description': 'd', 'histogram': {}})
+    registry.user_metric({'name': 'empty_summary', 'description': 'd', 'summary': {}})
+    registry.user_metric({'name': 'empty_counter', 'description': 'd', 'counter': {}})
+    got = values(registry)
+    assert got['empty_histogram_bucket{le="+Inf"}'] == got['empty_histogram_count'] == '0'
+    assert (got['empty_summary_sum'], got['empty_summary_count']) == ('0.0', '0')
+    assert got['empty_counter'] == '0.0'

@@ -3,6 +3,7 @@ whose an object is (the proxy against a real API server: tests/integration/test_
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import pytest
@@ -82,3 +83,24 @@ def test_a_runs_kubeconfig_points_at_the_proxy_with_its_token() -> None:
     config = yaml.safe_load(proxy.kubeconfig(port=4321, token='t0k'))
     assert config['clusters'][0]['cluster']['server'] == 'http://127.0.0.1:4321'
     assert config['users'][0]['user'] == {'token': 't0k'}
+
+
+def test_a_blacklisted_kind_is_never_reported_as_a_dependent(tmp_path: pathlib.Path) -> None:
+    learned: list[proxy.Dependent] = []
+    runs = proxy.Proxy(upstream=None, directory=tmp_path,  # type: ignore[arg-type]
+                       learned=lambda _owner, dependent: learned.append(dependent))
+    owner = proxy.Owner(api_version='otus.homework/v1', kind='MySQL', namespace='ns', name='db',
+                        uid='u-1', watch=watch(blacklist=frozenset({('', 'v1', 'ConfigMap')})))
+    configmaps = proxy.Target.parse('/api/v1/namespaces/ns/configmaps')
+    secrets = proxy.Target.parse('/api/v1/namespaces/ns/secrets')
+    assert configmaps is not None and secrets is not None
+    _, created = runs._creating(owner, configmaps, b'{"kind": "ConfigMap", "metadata": {"name": "c"}}')
+    assert created is None
+    _, created = runs._creating(owner, secrets, b'{"kind": "Secret", "metadata": {"name": "s"}}')
+    assert created == secrets.dependent
+    owned = {'metadata': {'ownerReferences': [owner.reference()]}}
+    runs._inspect(owner, configmaps.dependent,
+                  json.dumps({"kind": "ConfigMapList", "items": [owned]}).encode())
+    runs._inspect(owner, secrets.dependent,
+                  json.dumps({"kind": "SecretList", "items": [owned]}).encode())
+    assert learned == [secrets.dependent]

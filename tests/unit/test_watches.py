@@ -165,27 +165,37 @@ def test_empty_group_is_the_core_group(tree: pathlib.Path) -> None:
 def test_ignored_keys_are_accepted_with_a_warning(
         tree: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
     path = write(tree, """
-        - {group: g.io, version: v1, kind: K, role: mysql,
-           watchAnnotationsChanges: true, blacklist: []}
+        - {group: g.io, version: v1, kind: K, role: mysql, watchAnnotationsChanges: true}
     """)
     with caplog.at_level(logging.WARNING):
         watches.load(path)
     messages = [r.getMessage() for r in caplog.records]
     assert any("'watchAnnotationsChanges' is not supported" in m for m in messages)
-    assert any("'blacklist' is not supported" in m for m in messages)
+
+
+def test_blacklist_names_kinds_never_followed(tree: pathlib.Path) -> None:
+    path = write(tree, """
+        - {group: g.io, version: v1, kind: K, role: mysql,
+           blacklist: [{group: '', version: v1, kind: ConfigMap}, {group: apps, version: v1, kind: Deployment}]}
+    """)
+    (watch,) = watches.load(path)
+    assert watch.blacklist == {('', 'v1', 'ConfigMap'), ('apps', 'v1', 'Deployment')}
+    bad = write(tree, "- {group: g.io, version: v1, kind: K, role: mysql, blacklist: [{kind: 1}]}\n")
+    with pytest.raises(watches.WatchesError, match=r"blacklist\[0\]"):
+        watches.load(bad)
 
 
 def test_dependent_watch_keys_default_as_in_the_sdk(tree: pathlib.Path) -> None:
     path = write(tree, """
         - {group: g.io, version: v1, kind: K, role: mysql}
         - {group: g.io, version: v1, kind: L, role: mysql, watchDependentResources: false,
-           watchClusterScopedResources: true, injectOwnerRef: false}
+           watchClusterScopedResources: true, injectOwnerRef: false, watchDependentStatus: true}
     """)
     default, changed = watches.load(path)
     assert (default.watch_dependents, default.watch_cluster_scoped,
-            default.inject_owner_ref) == (True, False, True)
+            default.inject_owner_ref, default.watch_dependent_status) == (True, False, True, False)
     assert (changed.watch_dependents, changed.watch_cluster_scoped,
-            changed.inject_owner_ref) == (False, True, False)
+            changed.inject_owner_ref, changed.watch_dependent_status) == (False, True, False, True)
     bad = write(tree, "- {group: g.io, version: v1, kind: K, role: mysql, "
                       "watchDependentResources: 'yes'}\n")
     with pytest.raises(watches.WatchesError, match='watchDependentResources'):

@@ -244,6 +244,17 @@ class _Usage:
     last_run: float = dataclasses.field(default_factory=time.monotonic)
 
 
+def module_env(run_env: Mapping[str, str]) -> dict[str, str]:
+    """The module server's environment: the operator's, with the runs' collections path
+    (every run has the same one), so that the modules of those collections (the operator's
+    own operator_sdk.util among them) can run in its children."""
+    env = dict(os.environ)
+    for key in ('ANSIBLE_COLLECTIONS_PATH', 'ANSIBLE_COLLECTIONS_PATHS'):
+        if run_env.get(key):
+            env[key] = run_env[key]
+    return env
+
+
 class Pool:
     """
     The warm servers of one operator process (thread-safe: runs call it from threads).
@@ -410,7 +421,8 @@ class Pool:
                 return None
             self._retired = [s for s in self._retired if s.alive]
             sockets = self._socket_directory()
-            module = self._slot(MODULE_SLOT, Flavour.MODULE, sockets / 'module.sock', os.environ)
+            module = self._slot(MODULE_SLOT, Flavour.MODULE, sockets / 'module.sock',
+                                module_env(env))
             playbook = self._slot(key, Flavour.PLAYBOOK, sockets / f"playbook-{key}.sock", wanted)
             self._evict(keep=key)
             self._watch_idleness()

@@ -56,8 +56,10 @@ MODULE_PRELOAD: Final = (
     'ansible_collections.kubernetes.core.plugins.module_utils.k8s.resource',
     'ansible_collections.kubernetes.core.plugins.module_utils.args_common',
 )
-# Module packages whose payloads may run in a child (their module_utils are preloaded).
-MODULE_PREFIXES: Final = ('ansible.modules.', 'ansible_collections.kubernetes.core.')
+# Module packages whose payloads may run in a child (their module_utils are preloaded;
+# operator_sdk.util's modules use kubernetes.core's and ansible's only).
+MODULE_PREFIXES: Final = ('ansible.modules.', 'ansible_collections.kubernetes.core.',
+                          'ansible_collections.operator_sdk.util.')
 # Files every payload ships as generated stubs, never compared with the installed ones.
 STUBS: Final = frozenset({'ansible/__init__.py', 'ansible/module_utils/__init__.py'})
 _FQN: Final = re.compile(r"^module_fqn='([A-Za-z0-9_.]+)',$", re.MULTILINE)
