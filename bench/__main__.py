@@ -592,6 +592,8 @@ def clean_up(cluster: Cluster, created: list[str]) -> None:
         for sub in ('data', 'backups'):
             harness.remove(pathlib.Path('/var/lib/mysql-operator') / sub / namespace)
     harness.remove(pathlib.Path(common.ROLE_DEFAULTS['bench_mysql_hostpath_base']))
+    # its kind is also called MySQL: left installed, `kubectl get/explain mysql` may pick it
+    cluster.kubectl('delete', 'crd', 'mysqls.bench.otus.test', '--ignore-not-found', check=False)
     for design in LABELS:  # the operators' work directories (runner artifacts); logs stay
         for namespace in created:
             harness.remove(WORK / design / namespace)

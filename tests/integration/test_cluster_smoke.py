@@ -162,4 +162,4 @@ def test_structural_schema_rejects_missing_required_field(cluster: harness.Clust
     # An empty string is a string (the validator built with Go >= 1.18 once called it null).
     good = bad.replace("name: bad", "name: good").replace("spec: {}", "spec: {size: 3, note: ''}")
     cluster.kubectl("create", "--validate=false", "-f", "-", stdin=good)
-    assert cluster.get("-n", namespace, "widget", "good")["spec"] == {"size": 3, "note": ""}
+    assert cluster.get("-n", namespace, "widgets.smoke.otus.test", "good")["spec"] == {"size": 3, "note": ""}

@@ -248,9 +248,11 @@ def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator
         cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p", '{"spec": {"password": "new-pass\'word"}}')
         oh.wait_successful(cluster, ns, name, operator)
         assert _secret_value(cluster, ns, f"{name}-credentials") == "new-pass'word"
-        # The server restarted with the new password in its probe's environment, and is Ready.
+        # The server restarted with the new password in its probe's environment, and is Ready;
+        # the object says so once the Deployment's last status change has run the role.
         oh.wait_ready(cluster, ns, name)
-        assert oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted"
+        cluster.wait_for(lambda: oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted",
+                         timeout=120, what="the Ready condition to follow the Deployment", interval=2)
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
                          image=server.image)
         assert out.strip().startswith("root@")
