@@ -30,7 +30,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import aiohttp
 
@@ -78,6 +78,12 @@ class Seen:
     @classmethod
     def of(cls, obj: Mapping[str, Any], found: tuple[OwnerKey, ...]) -> 'Seen':
         return cls(fingerprint(obj), _digest(obj.get('status')), found)
+
+    def change_from(self, before: 'Seen') -> Literal['spec', 'status'] | None:
+        """What changed since ``before``: a change (``spec``), the status alone, or nothing."""
+        if self.spec != before.spec:
+            return 'spec'
+        return 'status' if self.status != before.status else None
 
 
 class Gone(Exception):
@@ -204,10 +210,10 @@ class Watcher:
         if seen:  # a relist: what changed or went away while the watch was down
             for uid, before in seen.items():
                 after = current.get(uid)
-                if after is None or after.spec != before.spec:
-                    self._tell(dependent, kind, (after or before).owners, status_only=False)
-                elif after.status != before.status:
-                    self._tell(dependent, kind, after.owners, status_only=True)
+                change = 'spec' if after is None else after.change_from(before)
+                if change is not None:
+                    self._tell(dependent, kind, (after or before).owners,
+                               status_only=change == 'status')
         seen.clear()
         seen.update(current)
         return str((listing.get('metadata') or {}).get('resourceVersion') or '')
@@ -246,12 +252,10 @@ class Watcher:
                 if not found:
                     continue
                 after = seen[uid] = Seen.of(obj, found)
-                if kind != 'MODIFIED' or before is None:
-                    continue
-                if before.spec != after.spec:
-                    self._tell(dependent, of, found, status_only=False)
-                elif before.status != after.status:
-                    self._tell(dependent, of, found, status_only=True)
+                change = (after.change_from(before) if kind == 'MODIFIED' and before is not None
+                          else None)
+                if change is not None:
+                    self._tell(dependent, of, found, status_only=change == 'status')
         return version
 
     def _tell(self, dependent: Dependent, kind: str, found: Iterable[OwnerKey], *,

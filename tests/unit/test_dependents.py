@@ -66,5 +66,8 @@ def test_a_status_change_is_kept_apart_from_a_change() -> None:
     ready['status'] = {'readyReplicas': 1}
     after = dependents.Seen.of(ready, owner)
     assert (before.spec, before.status != after.status) == (after.spec, True)
+    assert after.change_from(before) == 'status'
     edited = dependents.Seen.of(deployment(labels={'a': 'b'}), owner)
     assert (edited.spec != before.spec, edited.status) == (True, before.status)
+    assert edited.change_from(before) == 'spec'
+    assert dependents.Seen.of(deployment(resourceVersion='3'), owner).change_from(before) is None
