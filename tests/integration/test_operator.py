@@ -272,7 +272,7 @@ def test_password_rotation_through_the_referenced_secret(cluster: harness.Cluste
     """
     spec.passwordSecretRef: the operator does not watch the user's Secret; the periodic
     reconcile notices the edit and rotates the password inside the server, then in
-    <name>-credentials. The shipped period is 30 minutes; this object sets 15 s with the
+    <name>-credentials. The shipped period is an hour; this object sets 15 s with the
     SDK's per-object annotation.
     """
 
