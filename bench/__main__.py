@@ -219,7 +219,8 @@ def real_role_copy(shipped: bool = False) -> pathlib.Path:
             text = path.read_text()
             path.write_text(text.replace('_otus_homework_mysql', '_bench_otus_test_mysql')
                             .replace('apiVersion: otus.homework/v1',
-                                     f"apiVersion: {harness.GROUP}/{harness.VERSION}"))
+                                     f"apiVersion: {harness.GROUP}/{harness.VERSION}")
+                            .replace('MySQL.otus.homework', f"MySQL.{harness.GROUP}"))
     entry: dict[str, Any] = {
         'version': 'v1', 'group': 'bench.otus.test', 'kind': 'MySQL', 'role': 'roles/mysql',
         'reconcilePeriod': '0', 'manageStatus': True, 'snakeCaseParameters': True,

@@ -396,7 +396,7 @@ def test_a_schedule_keeps_the_newest_two_and_survives_a_killed_run(backups: Back
         b.cluster.wait_for(pruned_to_two, timeout=180, what=f"{name} pruned to two backups", interval=2)
         assert scheduled_runs(b, name) >= 4
 
-        def counted() -> bool:  # the instance's status follows at its next reconcile (60 s)
+        def counted() -> bool:  # the records' changes run the instance's role (their owner annotations)
             status = b.cluster.get("-n", b.ns, "mysqls.otus.homework", name)["status"].get("backup", {})
             return bool(status.get("count") == 2 and status.get("nextScheduled")
                         and status.get("lastFailed") == failed[0]["metadata"]["name"])
