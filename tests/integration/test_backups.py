@@ -402,6 +402,12 @@ def test_a_schedule_keeps_the_newest_two_and_survives_a_killed_run(backups: Back
                         and status.get("lastFailed") == failed[0]["metadata"]["name"])
 
         b.cluster.wait_for(counted, timeout=120, what=f"{name}'s status to count two backups", interval=2)
+        # a pruned run is not recorded again (its Job goes with it): no record but the
+        # killed run's is bad
+        bad = [r["metadata"]["name"] for r in records(b.cluster, b.ns, name)
+               if r["spec"].get("job") and (r.get("status", {}).get("state") == "Failed"
+                                            or verified(r) == "False")]
+        assert bad == [failed[0]["metadata"]["name"]], bad
         figures.add("scheduled dumps killed")
 
     oh.for_each_server(one)

@@ -37,12 +37,11 @@ def _settled(state: str, verified: Any) -> bool:
 
 
 def by_age(records: Any, name: str, state: str, verified: Any, dump: Any) -> list[dict[str, Any]]:
-    """The instance's backup records, newest first, as {name, file, database, good, running,
-    pruning, completionTime}. Running: not settled (its dump or its verification is under
-    way): neither good nor bad, never pruned. The record of the running reconciliation
-    (``name``) is taken
-    with this run's ``state``, Verified condition and dump outcome: its status is not written
-    yet."""
+    """The instance's backup records, newest first, as {name, file, database, job, good,
+    running, pruning, completionTime} (job: the scheduled Job it records, or ""). Running:
+    not settled (its dump or its verification is under way): neither good nor bad, never
+    pruned. The record of the running reconciliation (``name``) is taken with this run's
+    ``state``, Verified condition and dump outcome: its status is not written yet."""
     result = []
     for record in records or []:
         metadata = record.get("metadata") or {}
@@ -58,6 +57,7 @@ def by_age(records: Any, name: str, state: str, verified: Any, dump: Any) -> lis
             "name": record_name,
             "file": str(status.get("file") or spec.get("file") or record_name + ".sql"),
             "database": str(status.get("database") or spec.get("database") or ""),
+            "job": str(spec.get("job") or ""),
             "good": (settled and record_state == "Complete"
                      and record_verified.get("status") != "False"),
             "running": not settled,
