@@ -8,7 +8,11 @@ stops. What counts as a change is the SDK's (operator-lib's ``DependentPredicate
 - a deletion;
 - an update of anything but ``status``, ``metadata.resourceVersion`` and
   ``metadata.managedFields`` (a Deployment's rollout progress is not a change; a hand edit
-  of its spec, labels or annotations is);
+  of its spec, labels or annotations is), except, unlike the SDK, an update of none of the
+  fields a run wrote to the object since the operator started (:mod:`written`; the proxy
+  tells them before the write goes on): the revision annotation the Deployment controller
+  adds to a new Deployment, or the volume a claim is bound to, would otherwise run the
+  owner's role once more per object created, to write nothing;
 - not a creation (a run's own doing), and not the objects found by a (re)list, except
   those that changed or went away while the watch was down.
 An update of ``status`` alone is reported too, marked as such: a kind that asks for it
@@ -34,7 +38,7 @@ from typing import Any, Final, Literal
 
 import aiohttp
 
-from ansible_kopf import kubeapi
+from ansible_kopf import kubeapi, written
 from ansible_kopf.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Dependent
 
 logger = logging.getLogger(__name__)
@@ -63,6 +67,7 @@ class Change:
     version: str
     kind: str
     status_only: bool = False
+    name: str = ''  # of the dependent
 
 
 Changed = Callable[[Change], None]
@@ -74,14 +79,20 @@ class Seen:
     spec: str  # without status (the SDK's change)
     status: str
     owners: tuple[OwnerKey, ...]
+    on_written: str | None = None  # digest on the fields the runs wrote, when known
 
     @classmethod
-    def of(cls, obj: Mapping[str, Any], found: tuple[OwnerKey, ...]) -> 'Seen':
-        return cls(fingerprint(obj), _digest(obj.get('status')), found)
+    def of(cls, obj: Mapping[str, Any], found: tuple[OwnerKey, ...],
+           paths: frozenset[written.Path] | None = None) -> 'Seen':
+        return cls(fingerprint(obj), _digest(obj.get('status')), found,
+                   None if paths is None else written.digest(obj, paths))
 
     def change_from(self, before: 'Seen') -> Literal['spec', 'status'] | None:
-        """What changed since ``before``: a change (``spec``), the status alone, or nothing."""
-        if self.spec != before.spec:
+        """What changed since ``before``: a change (``spec``), the status alone, or nothing.
+        A change of none of the written fields (both digests taken on the same ones) is
+        none."""
+        if self.spec != before.spec and (self.on_written is None
+                                         or self.on_written != before.on_written):
             return 'spec'
         return 'status' if self.status != before.status else None
 
@@ -131,6 +142,27 @@ class Watcher:
         self._changed = changed
         self._tasks: dict[tuple[Dependent, str | None], asyncio.Task[None]] = {}
         self._session: aiohttp.ClientSession | None = None
+        # the fields the runs wrote, per object (resource, namespace, name); shared sets
+        self._written: dict[tuple[Dependent, str | None, str], frozenset[written.Path]] = {}
+        self._path_sets: dict[frozenset[written.Path], frozenset[written.Path]] = {}
+
+    def wrote(self, dependent: Dependent, namespace: str | None, name: str,
+              paths: frozenset[written.Path] | None, *, replace: bool) -> None:
+        """A run is writing ``paths`` of this object (``replace``: a create or a replace,
+        else a patch, whose paths add to the earlier ones); None: unknown paths, so any
+        change counts again."""
+        key = (dependent, namespace, name)
+        if paths is None:
+            self._written.pop(key, None)
+            return
+        if not replace:
+            paths = paths | self._written.get(key, frozenset())
+        self._written[key] = self._path_sets.setdefault(paths, paths)
+
+    def _paths(self, dependent: Dependent,
+               obj: Mapping[str, Any]) -> frozenset[written.Path] | None:
+        metadata = obj.get('metadata') or {}
+        return self._written.get((dependent, metadata.get('namespace'), str(metadata.get('name'))))
 
     def follow(self, dependent: Dependent) -> None:
         """Start watching ``dependent`` (nothing if already watched)."""
@@ -206,7 +238,7 @@ class Watcher:
         for item in listing.get('items') or ():
             uid, found = (item.get('metadata') or {}).get('uid'), owners(item)
             if uid and found:
-                current[uid] = Seen.of(item, tuple(found))
+                current[uid] = Seen.of(item, tuple(found), self._paths(dependent, item))
         if seen:  # a relist: what changed or went away while the watch was down
             for uid, before in seen.items():
                 after = current.get(uid)
@@ -214,6 +246,11 @@ class Watcher:
                 if change is not None:
                     self._tell(dependent, kind, (after or before).owners,
                                status_only=change == 'status')
+            listed = {(m.get('namespace'), m.get('name'))
+                      for m in ((i.get('metadata') or {}) for i in listing.get('items') or ())}
+            for key in [k for k in self._written if k[0] == dependent
+                        and namespace in (None, k[1]) and (k[1], k[2]) not in listed]:
+                del self._written[key]  # went away while the watch was down
         seen.clear()
         seen.update(current)
         return str((listing.get('metadata') or {}).get('resourceVersion') or '')
@@ -243,22 +280,24 @@ class Watcher:
                 if kind == 'BOOKMARK' or not uid:
                     continue
                 found = tuple(owners(obj))
-                of = str(obj.get('kind') or '')
+                of, name = str(obj.get('kind') or ''), str(metadata.get('name') or '')
                 if kind == 'DELETED':
                     seen.pop(uid, None)
-                    self._tell(dependent, of, found, status_only=False)
+                    self._written.pop((dependent, metadata.get('namespace'), name), None)
+                    self._tell(dependent, of, found, status_only=False, name=name)
                     continue
                 before = seen.pop(uid, None)
                 if not found:
                     continue
-                after = seen[uid] = Seen.of(obj, found)
+                after = seen[uid] = Seen.of(obj, found, self._paths(dependent, obj))
                 change = (after.change_from(before) if kind == 'MODIFIED' and before is not None
                           else None)
                 if change is not None:
-                    self._tell(dependent, of, found, status_only=change == 'status')
+                    self._tell(dependent, of, found, status_only=change == 'status', name=name)
         return version
 
     def _tell(self, dependent: Dependent, kind: str, found: Iterable[OwnerKey], *,
-              status_only: bool) -> None:
+              status_only: bool, name: str = '') -> None:
         for owner in found:
-            self._changed(Change(owner, dependent.group, dependent.version, kind, status_only))
+            self._changed(Change(owner, dependent.group, dependent.version, kind, status_only,
+                                 name))

@@ -145,8 +145,9 @@ class Requeue:
         if (not watch.watch_dependents or (change.status_only and not watch.watch_dependent_status)
                 or (change.group, change.version, change.kind) in watch.blacklist):
             return
-        self._queue(change.owner,
-                    reason=DEPENDENT_STATUS_CHANGED if change.status_only else DEPENDENT_CHANGED)
+        reason = DEPENDENT_STATUS_CHANGED if change.status_only else DEPENDENT_CHANGED
+        self._queue(change.owner, reason=f"{reason} ({change.kind} {change.name})"
+                    if change.name else reason)
 
     def later(self, owner: dependents.OwnerKey, delay: float) -> None:
         """Run for ``owner`` again in ``delay`` seconds (replacing an earlier request)."""
@@ -312,8 +313,11 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     upstream = api.upstream()
     requeue = Requeue()
     watcher = dependents.Watcher(upstream, cfg.namespaces, requeue)
-    runs_proxy = proxy.Proxy(upstream, cfg.workdir / 'proxy',
-                             learned=lambda _owner, dependent: watcher.follow(dependent))
+    runs_proxy = proxy.Proxy(
+        upstream, cfg.workdir / 'proxy',
+        learned=lambda _owner, dependent: watcher.follow(dependent),
+        writing=lambda dependent, namespace, name, paths, replace: watcher.wrote(
+            dependent, namespace, name, paths, replace=replace))
     await runs_proxy.start()
     memo['requeue'], memo['watcher'], memo['proxy'] = requeue, watcher, runs_proxy
     registry = metrics.Registry()

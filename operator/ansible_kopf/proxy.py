@@ -20,7 +20,10 @@ object, or one in another namespace, gets the annotations
 
 What it reports: the resource (group, version, plural, scope) of an object a run created
 and that its object owns, and of one it read (``GET`` of one object or a list) that its
-object controls. A read is only inspected until that resource is known for that kind.
+object controls. A read is only inspected until that resource is known for that kind. And,
+before a write (create, replace, patch) of an object of a kind its object's kind follows
+goes on, which fields it writes (:mod:`written`), so that :mod:`dependents` can tell a
+change to them from one to fields no run wrote.
 """
 import contextlib
 import dataclasses
@@ -37,7 +40,7 @@ import aiohttp
 import yaml
 from aiohttp import web
 
-from ansible_kopf import kubeapi, watches
+from ansible_kopf import kubeapi, watches, written
 
 logger = logging.getLogger(__name__)
 
@@ -161,16 +164,19 @@ def kubeconfig(*, port: int, token: str) -> str:
 
 
 Learned = Callable[[Owner, Dependent], None]
+# a write's resource, namespace, name, fields (None: unknown), whether it replaces the object
+Writing = Callable[[Dependent, str | None, str, frozenset[written.Path] | None, bool], None]
 
 
 class Proxy:
     """The proxy server; :meth:`run` gives one run its kubeconfig."""
 
     def __init__(self, upstream: kubeapi.Upstream, directory: pathlib.Path,
-                 learned: Learned) -> None:
+                 learned: Learned, writing: Writing | None = None) -> None:
         self._upstream = upstream
         self._directory = directory
         self._learned = learned
+        self._writing = writing
         self._runs: dict[str, Owner] = {}
         self._known: set[tuple[str, str, Dependent]] = set()  # (apiVersion, kind, resource)
         self._session: aiohttp.ClientSession | None = None
@@ -239,6 +245,9 @@ class Proxy:
         if (request.method == 'POST' and target is not None and target.name is None
                 and body and request.content_type == 'application/json'):
             body, created = self._creating(owner, target, body)
+        if (self._writing is not None and target is not None and target.subresource is None
+                and body and self._follows(owner, target.dependent)):
+            self._tell_writing(request.method, target, body, request.content_type)
         inspect = (request.method == 'GET' and target is not None and target.subresource is None
                    and request.query.get('watch') not in ('1', 'true')
                    and self._follows(owner, target.dependent)
@@ -295,6 +304,18 @@ class Proxy:
         if owner.controls(obj) and self._follows(owner, target.dependent, obj['kind']):
             return body, target.dependent
         return body, None
+
+    def _tell_writing(self, method: str, target: Target, body: bytes, content_type: str) -> None:
+        """Report the fields a create, replace or patch of one object writes."""
+        name = target.name
+        if method == 'POST' and name is None:
+            with contextlib.suppress(ValueError, AttributeError):
+                name = json.loads(body).get('metadata', {}).get('name')
+        elif method not in ('PUT', 'PATCH') or name is None:
+            return
+        if isinstance(name, str) and name and self._writing is not None:
+            self._writing(target.dependent, target.namespace, name,
+                          written.paths_of(body, content_type), method != 'PATCH')
 
     def _inspect(self, owner: Owner, dependent: Dependent, data: bytes) -> None:
         try:

@@ -64,6 +64,7 @@ class Controller:
         metadata = obj.get('metadata') or {}
         name, namespace = str(metadata.get('name')), metadata.get('namespace')
         target = watch.finalizer.target if finalizing and watch.finalizer else watch.target
+        verbosity = annotated_int(obj, constants.ANNOTATION_VERBOSITY, minimum=0)
         return runner.Job(
             target=target,
             roles_path=watch.roles_path,
@@ -74,7 +75,7 @@ class Controller:
             max_artifacts=annotated_int(obj, constants.ANNOTATION_MAX_RUNNER_ARTIFACTS, minimum=1)
             or watch.max_runner_artifacts,
             label=f"{watch.gvk} {namespace}/{name}" if namespace else f"{watch.gvk} {name}",
-            verbosity=annotated_int(obj, constants.ANNOTATION_VERBOSITY, minimum=0),
+            verbosity=watch.verbosity if verbosity is None else verbosity,
         )
 
 

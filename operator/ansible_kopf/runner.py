@@ -79,7 +79,7 @@ class Job:
     max_artifacts: int
     label: str  # for the log: "<group>/<version>/<kind> <namespace>/<name>"
     kubeconfig: str | None = None  # the run's own (through the proxy), else the operator's
-    verbosity: int | None = None  # the object's annotation, else the operator's
+    verbosity: int | None = None  # the object's annotation, else its kind's, else the operator's
 
 
 def private_data_dir(workdir: pathlib.Path, *, group: str, kind: str,

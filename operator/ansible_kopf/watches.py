@@ -158,6 +158,7 @@ class Watch:
     inject_owner_ref: bool = True
     watch_dependent_status: bool = False
     blacklist: frozenset[tuple[str, str, str]] = frozenset()  # (group, version, kind)
+    verbosity: int | None = None  # ANSIBLE_VERBOSITY_<KIND>_<GROUP>; None: the operator's
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether an object with these labels matches ``selector.matchExpressions``."""
@@ -252,7 +253,9 @@ class _Parser:
             finalizer=self._finalizer(raw, fail, target),
             snake_case_parameters=self._bool(raw, 'snakeCaseParameters', fail, default=True),
             mark_unsafe=self._bool(raw, 'markUnsafe', fail, default=True),
-            max_concurrent_reconciles=self._int(
+            max_concurrent_reconciles=self._kind_env(
+                'MAX_CONCURRENT_RECONCILES', group, kind, minimum=1, maximum=None,
+                deprecated='WORKER') or self._int(
                 raw, 'maxConcurrentReconciles', fail,
                 default=self.defaults.max_concurrent_reconciles),
             max_runner_artifacts=self._int(
@@ -267,7 +270,29 @@ class _Parser:
                                         default=self.defaults.inject_owner_ref),
             watch_dependent_status=self._bool(raw, 'watchDependentStatus', fail, default=False),
             blacklist=self._blacklist(raw, fail),
+            verbosity=self._kind_env('ANSIBLE_VERBOSITY', group, kind, minimum=0, maximum=7),
         )
+
+    def _kind_env(self, prefix: str, group: str, kind: str, *, minimum: int,
+                  maximum: int | None, deprecated: str = '') -> int | None:
+        """The SDK's per-kind environment variable ``<PREFIX>_<KIND>_<GROUP>`` (upper case,
+        dots as underscores; ``deprecated`` names the SDK's older prefix, read when the
+        first is unset), or None when neither is set."""
+        names = [f"{p}_{kind}_{group}".upper().replace('.', '_') for p in (prefix, deprecated) if p]
+        name = next((n for n in names if self.env.get(n, '').strip()), None)
+        if name is None:
+            return None
+        if name != names[0]:
+            logger.warning(f"{name} is deprecated (the SDK's name); use {names[0]}")
+        raw = self.env[name].strip()
+        try:
+            value = int(raw)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+            raise WatchesError(f"{name}={raw!r}: expected a whole number {bound}")
+        return value
 
     @staticmethod
     def _where(index: int, raw: Mapping[str, Any]) -> str:

@@ -185,7 +185,9 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
     """ANSIBLE_INVENTORY (a directory with group_vars, as in the SDK's image) is honoured,
     and `--ansible-args '--vault-password-file <file>'` lets a run read a vaulted variable;
     the role writes the plain one and only the vaulted one's length. The object also carries
-    the SDK's per-object annotations (verbosity, max-runner-artifacts, reconcile-period)."""
+    the SDK's per-object annotations (verbosity, max-runner-artifacts, reconcile-period); a
+    second object without them runs at its kind's ANSIBLE_VERBOSITY_CONFIGMAP_ (the SDK's
+    per-kind variable, which the annotation overrides)."""
     ns = namespace
     group_vars = tmp_path / "inventory" / "group_vars" / "all"
     group_vars.mkdir(parents=True)
@@ -203,7 +205,8 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
         "selector": {"matchLabels": {"otus.homework/inventory-test": "watched"}},
     }], {"inv": INVENTORY_ROLE})
     operator = oh.start_operator(cluster, ns, tmp_path / "operator", start=False,
-                                 extra_env={"ANSIBLE_INVENTORY": str(tmp_path / "inventory")})
+                                 extra_env={"ANSIBLE_INVENTORY": str(tmp_path / "inventory"),
+                                            "ANSIBLE_VERBOSITY_CONFIGMAP_": "1"})
     operator.command = [*operator.command, "--watches-file", str(watches),
                         "--ansible-args", f"--vault-password-file {password}"]
     operator.start()
@@ -213,6 +216,8 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
             "annotations": {"ansible.sdk.operatorframework.io/verbosity": "3",
                             "ansible.sdk.operatorframework.io/max-runner-artifacts": "1",
                             "ansible.sdk.operatorframework.io/reconcile-period": "2s"}}}))
+        cluster.apply(json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "plain", "namespace": ns, "labels": {"otus.homework/inventory-test": "watched"}}}))
 
         def written() -> bool:
             if not operator.alive():
@@ -232,5 +237,11 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
         kept = [d for d in artifacts.iterdir() if d.is_dir()]
         assert len(kept) == 1, kept
         assert "ESTABLISH LOCAL CONNECTION" in (kept[0] / "stdout").read_text()
+        # the kind's verbosity (1: each task's result shown, no connection details)
+        cluster.wait_for(lambda: any(s.name == "plain" for s in operator.summaries()), timeout=60,
+                         what="the run of the object without annotations")
+        plain = sorted((artifacts.parent.parent / "plain" / "artifacts").iterdir())[-1]
+        stdout = (plain / "stdout").read_text()
+        assert "=> {" in stdout and "ESTABLISH LOCAL CONNECTION" not in stdout, stdout[-3000:]
     finally:
         operator.stop()

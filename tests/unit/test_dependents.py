@@ -71,3 +71,38 @@ def test_a_status_change_is_kept_apart_from_a_change() -> None:
     assert (edited.spec != before.spec, edited.status) == (True, before.status)
     assert edited.change_from(before) == 'spec'
     assert dependents.Seen.of(deployment(resourceVersion='3'), owner).change_from(before) is None
+
+
+def test_a_change_to_no_field_a_run_wrote_is_none() -> None:
+    """The Deployment controller's revision annotation on a Deployment a run created is no
+    change; an edit of a written field, or of an unknown object's, is."""
+    owner = (dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db'),)
+    paths = frozenset({('spec', 'replicas'), ('metadata', 'name')})
+    before = dependents.Seen.of(deployment(), owner, paths)
+    revised = deployment(resourceVersion='2', annotations={'deployment.kubernetes.io/revision': '1'})
+    assert dependents.Seen.of(revised, owner, paths).change_from(before) is None
+    assert dependents.Seen.of(revised, owner).change_from(dependents.Seen.of(deployment(), owner)) == 'spec'
+    revised['status'] = {'readyReplicas': 1}
+    assert dependents.Seen.of(revised, owner, paths).change_from(before) == 'status'
+    scaled = deployment(resourceVersion='3')
+    scaled['spec'] = {'replicas': 3}
+    assert dependents.Seen.of(scaled, owner, paths).change_from(before) == 'spec'
+    # the same change, taken on more fields than before (a run wrote since): a change
+    more = paths | {('spec', 'paused')}
+    revised = deployment(resourceVersion='4', annotations={'deployment.kubernetes.io/revision': '1'})
+    assert dependents.Seen.of(revised, owner, more).change_from(before) == 'spec'
+
+
+def test_the_written_fields_add_up_per_object_until_a_create_or_an_unknown_write() -> None:
+    watcher = dependents.Watcher(upstream=None, namespaces=(), changed=lambda _c: None)  # type: ignore[arg-type]
+    deployments = dependents.Dependent('apps', 'v1', 'deployments', namespaced=True)
+    obj = deployment()
+    watcher.wrote(deployments, 'ns', 'web', frozenset({('spec', 'replicas')}), replace=True)
+    watcher.wrote(deployments, 'ns', 'web', frozenset({('metadata', 'labels', 'a')}), replace=False)
+    assert watcher._paths(deployments, obj) == {('spec', 'replicas'), ('metadata', 'labels', 'a')}
+    watcher.wrote(deployments, 'ns', 'web', frozenset({('spec', 'paused')}), replace=True)
+    assert watcher._paths(deployments, obj) == {('spec', 'paused')}
+    watcher.wrote(deployments, 'ns', 'other', frozenset({('spec', 'paused')}), replace=True)
+    assert watcher._paths(deployments, obj) is watcher._paths(deployments, deployment(name='other'))
+    watcher.wrote(deployments, 'ns', 'web', None, replace=False)
+    assert watcher._paths(deployments, obj) is None

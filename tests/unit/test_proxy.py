@@ -104,3 +104,22 @@ def test_a_blacklisted_kind_is_never_reported_as_a_dependent(tmp_path: pathlib.P
     runs._inspect(owner, secrets.dependent,
                   json.dumps({"kind": "SecretList", "items": [owned]}).encode())
     assert learned == [secrets.dependent]
+
+
+def test_a_runs_writes_are_told_with_their_fields_before_they_go_on(tmp_path: pathlib.Path) -> None:
+    told: list[tuple[object, ...]] = []
+    runs = proxy.Proxy(upstream=None, directory=tmp_path,  # type: ignore[arg-type]
+                       learned=lambda _owner, _dependent: None,
+                       writing=lambda *args: told.append(args))
+    services = proxy.Target.parse('/api/v1/namespaces/ns/services')
+    one = proxy.Target.parse('/api/v1/namespaces/ns/services/s')
+    assert services is not None and one is not None
+    runs._tell_writing('POST', services, b'{"kind": "Service", "metadata": {"name": "s"}}',
+                       'application/json')
+    runs._tell_writing('PATCH', one, b'{"spec": {"type": "NodePort"}}', 'application/merge-patch+json')
+    runs._tell_writing('PATCH', one, b'not json', 'application/merge-patch+json')
+    runs._tell_writing('DELETE', one, b'{}', 'application/json')
+    assert told == [
+        (services.dependent, 'ns', 's', {('kind',), ('metadata', 'name')}, True),
+        (one.dependent, 'ns', 's', {('spec', 'type')}, False),
+        (one.dependent, 'ns', 's', None, False)]

@@ -162,6 +162,33 @@ def test_empty_group_is_the_core_group(tree: pathlib.Path) -> None:
     assert watch.gvk == '/v1/ConfigMap'
 
 
+def test_per_kind_environment_variables_as_in_the_sdk(
+        tree: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    """MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> (else the SDK's deprecated WORKER_...) and
+    ANSIBLE_VERBOSITY_<KIND>_<GROUP>: upper case, dots as underscores; they win over the
+    entry and the operator's defaults, for their kind only."""
+    path = write(tree, """
+        - {group: otus.homework, version: v1, kind: MySQL, role: mysql, maxConcurrentReconciles: 2}
+        - {group: otus.homework, version: v1, kind: MySQLBackup, role: mysql}
+        - {group: '', version: v1, kind: Secret, role: mysql}
+    """)
+    mysql, backup, secret = watches.load(path, env={
+        'MAX_CONCURRENT_RECONCILES_MYSQL_OTUS_HOMEWORK': '5',
+        'ANSIBLE_VERBOSITY_MYSQL_OTUS_HOMEWORK': '3'})
+    assert (mysql.max_concurrent_reconciles, mysql.verbosity) == (5, 3)
+    assert (backup.max_concurrent_reconciles, backup.verbosity) == (1, None)
+    assert secret.max_concurrent_reconciles == 1
+    for name, value in (('MAX_CONCURRENT_RECONCILES_MYSQL_OTUS_HOMEWORK', '0'),
+                        ('ANSIBLE_VERBOSITY_MYSQL_OTUS_HOMEWORK', '8'),
+                        ('ANSIBLE_VERBOSITY_MYSQL_OTUS_HOMEWORK', 'lots')):
+        with pytest.raises(watches.WatchesError, match=f"{name}='{value}'"):
+            watches.load(path, env={name: value})
+    with caplog.at_level(logging.WARNING):
+        (*_, secret) = watches.load(path, env={'WORKER_SECRET_': '4'})
+    assert secret.max_concurrent_reconciles == 4
+    assert any('WORKER_SECRET_ is deprecated' in r.getMessage() for r in caplog.records)
+
+
 def test_ignored_keys_are_accepted_with_a_warning(
         tree: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
     path = write(tree, """
