@@ -26,6 +26,8 @@ reports the kinds the runs' objects own; :mod:`dependents` watches those, and
 """
 import asyncio
 import contextvars
+import hashlib
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, cast
@@ -236,6 +238,23 @@ def finalizer_name(entries: Sequence[watches.Watch], logger: kopf.Logger) -> str
     return names[0]
 
 
+class DiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's last-handled essence in an annotation, with a Secret's content as a digest: the
+    essence is stored on the object itself, and an annotation is shown where a Secret's data
+    is not (``kubectl describe``). A change of the content still changes the digest."""
+
+    def build(self, *, body: kopf.Body,
+              extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        essence = super().build(body=body, extra_fields=extra_fields)
+        if body.get('apiVersion') == 'v1' and body.get('kind') == 'Secret':
+            content = cast(dict[str, Any], essence)
+            for key in ('data', 'stringData'):
+                if key in content:
+                    text = json.dumps(content[key], sort_keys=True).encode()
+                    content[key] = {'sha256': hashlib.sha256(text).hexdigest()}
+        return essence
+
+
 def configure(settings: kopf.OperatorSettings, *, finalizer: str, namespaced: bool) -> None:
     settings.persistence.finalizer = finalizer
     # Watching fixed namespaces needs no cluster-wide scans of namespaces and CRDs; without
@@ -244,7 +263,7 @@ def configure(settings: kopf.OperatorSettings, *, finalizer: str, namespaced: bo
     # kopf's bookkeeping goes to annotations with our prefix, so .status stays the role's.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
         prefix=constants.ANNOTATION_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = DiffBase(
         prefix=constants.ANNOTATION_PREFIX, key='last-handled-configuration')
     settings.posting.level = logging.WARNING  # only explicit warnings become Events
     settings.watching.server_timeout = 300  # the API server ends each watch; kopf resumes
@@ -260,6 +279,18 @@ def _expressions_filter(watch: watches.Watch) -> Callable[..., bool]:
     return when
 
 
+def _content_changed(watch: watches.Watch) -> Callable[..., bool]:
+    """The update filter: the object (still) matches the selector's expressions and an update
+    changed more than its metadata: its ``spec``, or the content of a kind without one (a
+    Secret's or ConfigMap's ``data``), as the SDK runs a core kind's role when its data
+    changes. Labels and annotations alone run nothing (the SDK's default)."""
+    def when(*, labels: Mapping[str, str], diff: Iterable[Any], **_: Any) -> bool:
+        if watch.match_expressions and not watch.selects(labels):
+            return False
+        return any(not item[1] or item[1][0] not in ('metadata', 'status') for item in diff)
+    return when
+
+
 def register(registry: kopf.OperatorRegistry,
              controllers: Iterable[reconciling.Controller]) -> None:
     """Register the resource handlers of every watches entry."""
@@ -272,7 +303,8 @@ def register(registry: kopf.OperatorRegistry,
             'param': controller, 'registry': registry,
         }
         kopf.on.create(id='reconcile-create', **selector)(reconcile)
-        kopf.on.update(id='reconcile-update', field='spec', **selector)(reconcile)
+        kopf.on.update(id='reconcile-update', **{**selector, 'when': _content_changed(watch)})(
+            reconcile)
         kopf.on.resume(id='reconcile-resume', **selector)(resume)
         if watch.finalizer is not None:
             kopf.on.delete(id='finalize', **selector)(finalize)

@@ -99,6 +99,32 @@ def test_configure_keeps_kopf_state_out_of_status() -> None:
     assert settings.peering.standalone
 
 
+def test_a_secrets_content_is_kept_as_a_digest_in_kopfs_annotation() -> None:
+    """kopf keeps the last-handled essence in an annotation of the object: for a Secret, its
+    data must not land there (kubectl describe shows annotations), but a change must show."""
+    storage = handlers.DiffBase(prefix='ansible-kopf', key='last-handled-configuration')
+
+    def secret(value: str) -> kopf.Body:
+        return kopf.Body({'apiVersion': 'v1', 'kind': 'Secret', 'type': 'Opaque',
+                          'metadata': {'name': 's', 'labels': {'a': 'b'}},
+                          'data': {'password': value}, 'stringData': {'token': value}})
+
+    essence = storage.build(body=secret('c2VjcmV0'))
+    assert 'c2VjcmV0' not in repr(essence) and essence['metadata'] == {'labels': {'a': 'b'}}
+    assert storage.build(body=secret('b3RoZXI=')) != essence
+    configmap = kopf.Body({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'c'},
+                           'data': {'k': 'v'}})
+    assert storage.build(body=configmap)['data'] == {'k': 'v'}
+
+
+def test_an_update_runs_the_role_when_more_than_metadata_changed() -> None:
+    when = handlers._content_changed(WATCH)
+    assert when(labels={}, diff=[('change', ('spec', 'image'), 'a', 'b')])
+    assert when(labels={}, diff=[('add', ('data', 'new'), None, 'x')])
+    assert not when(labels={}, diff=[('change', ('metadata', 'labels', 'a'), 'x', 'y')])
+    assert not when(labels={}, diff=[])
+
+
 def test_configure_skips_cluster_scans_only_for_fixed_namespaces() -> None:
     settings = kopf.OperatorSettings()
     handlers.configure(settings, finalizer='a.io/f', namespaced=True)
@@ -123,11 +149,11 @@ def test_register_per_entry() -> None:
         by_kind.setdefault(str(handler.selector.kind), []).append(handler.id)
         assert handler.param in (plain, full)
     assert sorted(by_kind['MySQL']) == ['reconcile-create', 'reconcile-resume',
-                                        'reconcile-update/spec']
+                                        'reconcile-update']
     assert sorted(by_kind['Backup']) == ['finalize', 'reconcile-create', 'reconcile-resume',
-                                         'reconcile-update/spec']
-    update = next(h for h in changing if h.id == 'reconcile-update/spec')
-    assert update.field == ('spec',)
+                                         'reconcile-update']
+    update = next(h for h in changing if h.id == 'reconcile-update')
+    assert update.field is None and update.when is not None  # spec, or a Secret's data
     backup_create = next(h for h in changing if h.param is full and h.id == 'reconcile-create')
     assert backup_create.labels == {'tier': 'db'}
 
