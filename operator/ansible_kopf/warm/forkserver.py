@@ -44,7 +44,8 @@ fork for (out of processes or descriptors): the client, told no pid, runs cold.
 Life: the server prints ``ready`` on stdout once imported. SIGTERM stops it gracefully:
 it stops listening (removes its socket) and exits when its last child has ended. When
 the process given as ``--parent`` (the operator) is gone, it sends SIGTERM to its
-children's groups and exits at once.
+children's groups, SIGKILL to those still there :data:`KILL_GRACE` seconds later, and
+exits once they are reaped.
 """
 import argparse
 import contextlib
@@ -216,8 +217,34 @@ class ForkServer:
                 self._kill_overdue()
         finally:
             self._stop_listening()
-            for pid in self.runs:  # left unsupervised otherwise
-                _signal_run(pid, signal.SIGTERM)
+            self._end_runs()
+
+    def _end_runs(self) -> None:
+        """
+        Leaving with runs under way (the operator is gone): SIGTERM their groups, reap
+        them for up to :data:`KILL_GRACE` seconds, then SIGKILL and reap what is left. A
+        run that survived SIGTERM (ansible-playbook stuck flushing its queues at exit,
+        say) would otherwise outlive its server, an orphan of init holding its pipes.
+        """
+        for pid in self.runs:
+            _signal_run(pid, signal.SIGTERM)
+        deadline = time.monotonic() + KILL_GRACE
+        while self.runs and time.monotonic() < deadline:
+            for key, _ in self.selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                what, pid = key.data
+                if what is Ready.EXIT and pid in self.runs:
+                    self._reap(pid)
+                elif what is Ready.CLIENT and pid in self.runs:
+                    self._client_gone(pid)
+                elif what is Ready.REQUEST:  # accepted before we stopped: it runs cold
+                    self.selector.unregister(key.fileobj)
+                    key.fileobj.close()  # type: ignore[union-attr]
+                elif what is Ready.SIGNAL:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self.wakeup_r, 512)
+        for pid in list(self.runs):
+            _signal_run(pid, signal.SIGKILL)
+            self._reap(pid)
 
     def close_in_child(self, connection: socket.socket) -> None:
         """In a child: close what belongs to the server and to the other runs."""

@@ -156,3 +156,39 @@ def test_a_server_exits_when_the_operator_dies(tmp_path: pathlib.Path) -> None:
     operator.send_signal(signal.SIGKILL)
     operator.wait()
     assert runs.eventually(lambda: all(runs.exited(pid) for pid in pids))
+
+
+def test_a_run_that_ignores_sigterm_is_killed_when_the_operator_dies(tmp_path: pathlib.Path) -> None:
+    # Seen after the fault test SIGKILLed operators: runs that outlived SIGTERM stayed on as
+    # orphans of init. The server escalates to SIGKILL before it exits.
+    marker = tmp_path / 'started'
+    script = (f"import os, pathlib, subprocess, sys\n"
+              f"from ansible_kopf.warm import entry\n"
+              f"server = subprocess.Popen([*entry.server(sys.executable), '--flavour', 'module',\n"
+              f"    '--socket', {str(tmp_path / 'module.sock')!r}], stdout=subprocess.PIPE,\n"
+              f"    start_new_session=True)\n"
+              f"server.stdout.readline()\n"
+              f"print(server.pid, flush=True)\n"
+              f"sys.stdin.read()\n")
+    operator = subprocess.Popen([sys.executable, '-c', script], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE,
+                                env={**os.environ, 'PYTHONPATH': entry.ROOT})
+    assert operator.stdout is not None
+    server_pid = int(operator.stdout.readline())
+    run = client(tmp_path / 'module.sock',
+                 "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + sleeper(marker))
+    children: list[int] = []
+    try:
+        assert runs.eventually(marker.exists)
+        children = runs.children(server_pid)
+        assert len(children) == 1
+        operator.send_signal(signal.SIGKILL)
+        operator.wait()
+        assert runs.eventually(lambda: runs.exited(server_pid))
+        assert runs.exited(children[0])
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        run.kill()
+        run.wait()
