@@ -37,10 +37,12 @@ class Cancellation:
     and after :data:`CANCEL_GRACE` seconds ``True``, on which ansible-runner SIGKILLs the
     process group it spawned.
 
-    Why SIGTERM first: ansible-core 2.19's workers call ``setsid()``, so ansible-runner's
-    SIGKILL to the spawned process group would leave them and their modules running as
-    orphans; ansible-playbook's SIGTERM handler forwards the signal to its workers, which
-    kill their own process groups.
+    Why SIGTERM first, to the controller's process group: ansible-core 2.19's workers call
+    ``setsid()``, so ansible-runner's SIGKILL to the spawned process group would leave them
+    and their modules running as orphans; ansible-playbook's SIGTERM handler forwards the
+    signal to its workers, which kill their own process groups. Under ansible-core 2.18 the
+    workers and their modules share the controller's group, which has no such handler:
+    SIGTERM to the controller alone would kill it and leave them.
     """
 
     def __init__(self, requested: threading.Event | None,
@@ -57,8 +59,17 @@ class Cancellation:
             pid = self._controller()
             if pid is not None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGTERM)
+                    _terminate(pid)
         return time.monotonic() - self._terminated_at > CANCEL_GRACE
+
+
+def _terminate(pid: int) -> None:
+    """SIGTERM to ``pid``'s process group if it leads one (as ansible-playbook does under
+    ansible-runner and in a warm child), else to ``pid`` alone."""
+    if os.getpgid(pid) == pid:
+        os.killpg(pid, signal.SIGTERM)
+    else:
+        os.kill(pid, signal.SIGTERM)
 
 
 class Launcher(abc.ABC):

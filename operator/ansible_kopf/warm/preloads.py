@@ -47,7 +47,7 @@ PLAYBOOK_COLLECTION_PRELOAD: Final = (  # module_utils the lookup imports when i
 )
 MODULE_PRELOAD: Final = (
     'ansible.module_utils.basic',
-    'ansible.module_utils._internal._ansiballz._loader',
+    'ansible.module_utils._internal._ansiballz._loader',  # ansible-core 2.19; absent in 2.18
     'kubernetes.client', 'kubernetes.config', 'kubernetes.dynamic', 'jsonpatch', 'yaml',
     'ansible_collections.kubernetes.core.plugins.module_utils.k8s.core',
     'ansible_collections.kubernetes.core.plugins.module_utils.k8s.client',
@@ -62,8 +62,13 @@ MODULE_PREFIXES: Final = ('ansible.modules.', 'ansible_collections.kubernetes.co
                           'ansible_collections.operator_sdk.util.')
 # Files every payload ships as generated stubs, never compared with the installed ones.
 STUBS: Final = frozenset({'ansible/__init__.py', 'ansible/module_utils/__init__.py'})
-_FQN: Final = re.compile(r"^module_fqn='([A-Za-z0-9_.]+)',$", re.MULTILINE)
-_ZIP: Final = re.compile(r"^zip_data='([A-Za-z0-9+/=]*)',$", re.MULTILINE)
+# The module's name and its zip in a payload: ansible-core 2.18's template
+# (``ZIPDATA = '...'`` and ``runpy.run_module(mod_name='...'``) or 2.19's (keyword lines).
+_FQN: Final = re.compile(
+    r"^(?:module_fqn='([A-Za-z0-9_.]+)',|\s+runpy\.run_module\(mod_name='([A-Za-z0-9_.]+)',.*)$",
+    re.MULTILINE)
+_ZIP: Final = re.compile(r"^(?:zip_data='([A-Za-z0-9+/=]*)',|\s+ZIPDATA = '([A-Za-z0-9+/=]*)')$",
+                         re.MULTILINE)
 
 
 def preload(names: tuple[str, ...]) -> list[str]:
@@ -139,7 +144,8 @@ def _render_a_template() -> object:
     template = importlib.import_module('ansible.template')
     dataloader = importlib.import_module('ansible.parsing.dataloader')
     templar = template.Templar(loader=dataloader.DataLoader(), variables={'x': {'y': 1}})
-    return templar.template(template.trust_as_template(
+    trusted = getattr(template, 'trust_as_template', str)  # 2.19; 2.18 trusts any str
+    return templar.template(trusted(
         '{{ x.y | int }}{% if x %}{{ x | to_json | from_json | default(omit) }}{% endif %}'))
 
 
@@ -186,16 +192,18 @@ def preloaded_sources() -> dict[str, int]:
 
 def module_mismatch(payload: str, crcs: dict[str, int]) -> str | None:
     """Why this payload must run in a fresh interpreter, or ``None`` if it need not."""
-    fqn, data = _FQN.search(payload), _ZIP.search(payload)
-    if fqn is None or data is None:
+    fqn_match, data_match = _FQN.search(payload), _ZIP.search(payload)
+    if fqn_match is None or data_match is None:
         return 'not an AnsiballZ payload'
-    if not fqn.group(1).startswith(MODULE_PREFIXES):
-        return f"module {fqn.group(1)} is not from a preloaded package"
+    fqn = fqn_match.group(1) or fqn_match.group(2)
+    if not fqn.startswith(MODULE_PREFIXES):
+        return f"module {fqn} is not from a preloaded package"
     import base64  # noqa: PLC0415
     import binascii  # noqa: PLC0415
     import io  # noqa: PLC0415
     try:
-        archive = zipfile.ZipFile(io.BytesIO(base64.b64decode(data.group(1))))
+        zipped = base64.b64decode(data_match.group(1) or data_match.group(2))
+        archive = zipfile.ZipFile(io.BytesIO(zipped))
     except (binascii.Error, zipfile.BadZipFile) as e:
         return f"its zip_data cannot be read ({e})"
     with archive:
