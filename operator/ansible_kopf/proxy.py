@@ -242,12 +242,14 @@ class Proxy:
         body = await request.read()
         target = Target.parse(request.path)
         created: Dependent | None = None
+        writes = request.method in ('POST', 'PUT', 'PATCH') and target is not None and bool(body)
+        data = written.decode(body, request.content_type) if writes else None  # parsed once
         if (request.method == 'POST' and target is not None and target.name is None
-                and body and request.content_type == 'application/json'):
-            body, created = self._creating(owner, target, body)
-        if (self._writing is not None and target is not None and target.subresource is None
-                and body and self._follows(owner, target.dependent)):
-            self._tell_writing(request.method, target, body, request.content_type)
+                and isinstance(data, dict) and request.content_type == 'application/json'):
+            body, created, data = self._creating(owner, target, body, data)
+        if (self._writing is not None and writes and target is not None
+                and target.subresource is None and self._follows(owner, target.dependent)):
+            self._tell_writing(request.method, target, data, request.content_type)
         inspect = (request.method == 'GET' and target is not None and target.subresource is None
                    and request.query.get('watch') not in ('1', 'true')
                    and self._follows(owner, target.dependent)
@@ -289,33 +291,31 @@ class Proxy:
                 pass  # the run stopped reading (a watch it ended), or the API server went away
             return response
 
-    def _creating(self, owner: Owner, target: Target,
-                  body: bytes) -> tuple[bytes, Dependent | None]:
-        """The body to send instead, and the resource to report once it is created."""
-        try:
-            obj = json.loads(body)
-        except ValueError:
-            return body, None
-        if not isinstance(obj, dict) or not isinstance(obj.get('kind'), str):
-            return body, None
+    def _creating(self, owner: Owner, target: Target, body: bytes,
+                  obj: dict[str, Any]) -> tuple[bytes, Dependent | None, dict[str, Any]]:
+        """The body (and its object) to send instead, and the resource to report once it
+        is created."""
+        if not isinstance(obj.get('kind'), str):
+            return body, None, obj
         if owner.watch.inject_owner_ref:
             obj = inject(owner, target, obj)
             body = json.dumps(obj).encode()
         if owner.controls(obj) and self._follows(owner, target.dependent, obj['kind']):
-            return body, target.dependent
-        return body, None
+            return body, target.dependent, obj
+        return body, None, obj
 
-    def _tell_writing(self, method: str, target: Target, body: bytes, content_type: str) -> None:
-        """Report the fields a create, replace or patch of one object writes."""
+    def _tell_writing(self, method: str, target: Target, data: Any, content_type: str) -> None:
+        """Report the fields a create, replace or patch of one object writes (``data``:
+        the decoded body)."""
         name = target.name
         if method == 'POST' and name is None:
-            with contextlib.suppress(ValueError, AttributeError):
-                name = json.loads(body).get('metadata', {}).get('name')
+            metadata = data.get('metadata') if isinstance(data, dict) else None
+            name = metadata.get('name') if isinstance(metadata, dict) else None
         elif method not in ('PUT', 'PATCH') or name is None:
             return
         if isinstance(name, str) and name and self._writing is not None:
             self._writing(target.dependent, target.namespace, name,
-                          written.paths_of(body, content_type), method != 'PATCH')
+                          written.paths_in(data, content_type), method != 'PATCH')
 
     def _inspect(self, owner: Owner, dependent: Dependent, data: bytes) -> None:
         try:

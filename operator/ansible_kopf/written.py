@@ -39,13 +39,24 @@ JSON_PATCH: Final = 'application/json-patch+json'
 APPLY_PATCH: Final = 'application/apply-patch+yaml'
 
 
+def decode(body: bytes, content_type: str) -> Any:
+    """A write's body as data (YAML for a server-side apply, else JSON); None when it
+    cannot be read."""
+    try:
+        return yaml.safe_load(body) if content_type == APPLY_PATCH else json.loads(body)
+    except (ValueError, yaml.YAMLError):
+        return None
+
+
 def paths_of(body: bytes, content_type: str) -> frozenset[Path] | None:
     """The fields a write's ``body`` sets; None when it cannot be read (then nothing is
     known of what the write changed)."""
-    try:
-        data = (yaml.safe_load(body) if content_type == APPLY_PATCH
-                else json.loads(body))
-    except (ValueError, yaml.YAMLError):
+    return paths_in(decode(body, content_type), content_type)
+
+
+def paths_in(data: Any, content_type: str) -> frozenset[Path] | None:
+    """:func:`paths_of` for a body already decoded (:func:`decode`)."""
+    if data is None:
         return None
     if content_type == JSON_PATCH:
         return _json_patch_paths(data)

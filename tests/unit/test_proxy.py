@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import yaml
 
-from ansible_kopf import proxy, watches
+from ansible_kopf import proxy, watches, written
 
 
 def watch(**changes: object) -> watches.Watch:
@@ -94,9 +94,11 @@ def test_a_blacklisted_kind_is_never_reported_as_a_dependent(tmp_path: pathlib.P
     configmaps = proxy.Target.parse('/api/v1/namespaces/ns/configmaps')
     secrets = proxy.Target.parse('/api/v1/namespaces/ns/secrets')
     assert configmaps is not None and secrets is not None
-    _, created = runs._creating(owner, configmaps, b'{"kind": "ConfigMap", "metadata": {"name": "c"}}')
+    configmap = {"kind": "ConfigMap", "metadata": {"name": "c"}}
+    _, created, _ = runs._creating(owner, configmaps, json.dumps(configmap).encode(), configmap)
     assert created is None
-    _, created = runs._creating(owner, secrets, b'{"kind": "Secret", "metadata": {"name": "s"}}')
+    secret = {"kind": "Secret", "metadata": {"name": "s"}}
+    _, created, _ = runs._creating(owner, secrets, json.dumps(secret).encode(), secret)
     assert created == secrets.dependent
     owned = {'metadata': {'ownerReferences': [owner.reference()]}}
     runs._inspect(owner, configmaps.dependent,
@@ -114,11 +116,12 @@ def test_a_runs_writes_are_told_with_their_fields_before_they_go_on(tmp_path: pa
     services = proxy.Target.parse('/api/v1/namespaces/ns/services')
     one = proxy.Target.parse('/api/v1/namespaces/ns/services/s')
     assert services is not None and one is not None
-    runs._tell_writing('POST', services, b'{"kind": "Service", "metadata": {"name": "s"}}',
-                       'application/json')
-    runs._tell_writing('PATCH', one, b'{"spec": {"type": "NodePort"}}', 'application/merge-patch+json')
-    runs._tell_writing('PATCH', one, b'not json', 'application/merge-patch+json')
-    runs._tell_writing('DELETE', one, b'{}', 'application/json')
+    for method, target, body, content_type in [
+            ('POST', services, b'{"kind": "Service", "metadata": {"name": "s"}}', 'application/json'),
+            ('PATCH', one, b'{"spec": {"type": "NodePort"}}', 'application/merge-patch+json'),
+            ('PATCH', one, b'not json', 'application/merge-patch+json'),
+            ('DELETE', one, b'{}', 'application/json')]:
+        runs._tell_writing(method, target, written.decode(body, content_type), content_type)
     assert told == [
         (services.dependent, 'ns', 's', {('kind',), ('metadata', 'name')}, True),
         (one.dependent, 'ns', 's', {('spec', 'type')}, False),
