@@ -279,16 +279,30 @@ def _expressions_filter(watch: watches.Watch) -> Callable[..., bool]:
     return when
 
 
+ANNOTATIONS: Final = ('metadata', 'annotations')
+
+
 def _content_changed(watch: watches.Watch) -> Callable[..., bool]:
     """The update filter: the object (still) matches the selector's expressions and an update
     changed more than its metadata: its ``spec``, or the content of a kind without one (a
     Secret's or ConfigMap's ``data``), as the SDK runs a core kind's role when its data
-    changes. Labels and annotations alone run nothing (the SDK's default)."""
+    changes; with ``watchAnnotationsChanges``, its annotations too (kopf leaves its own out
+    of the diff). Labels alone run nothing (the SDK's default)."""
     def when(*, labels: Mapping[str, str], diff: Iterable[Any], **_: Any) -> bool:
         if watch.match_expressions and not watch.selects(labels):
             return False
-        return any(not item[1] or item[1][0] not in ('metadata', 'status') for item in diff)
+        return any(not item[1] or item[1][0] not in ('metadata', 'status')
+                   or (watch.watch_annotations and _annotations(item)) for item in diff)
     return when
+
+
+def _annotations(item: Any) -> bool:
+    """Whether a kopf diff item changes annotations (or adds/removes a metadata holding them)."""
+    path = tuple(item[1])
+    if path[:2] == ANNOTATIONS:
+        return True
+    return path == ANNOTATIONS[:1] and any(
+        isinstance(value, Mapping) and 'annotations' in value for value in item[2:4])
 
 
 def register(registry: kopf.OperatorRegistry,

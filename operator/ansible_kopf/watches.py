@@ -61,7 +61,11 @@ so that users can move between the two tools:
     never followed as this kind's dependents (no watch is started for them, and a change
     of one seen by a watch another kind started does not run this kind's role).
 
-Accepted for compatibility but ignored, with a warning: ``watchAnnotationsChanges``.
+``watchAnnotationsChanges``
+    As in the SDK (default false): true also runs the role when only the watched object's
+    annotations change (kopf's own and ``kubectl``'s last-applied one excepted). A role
+    that writes annotations on its own object would run again for them: leave it false.
+
 Any other key is an error at start-up, as are wrong types, missing paths and duplicate GVKs.
 ``${VAR}`` references are replaced by environment variables before parsing (as in the SDK).
 """
@@ -85,9 +89,9 @@ KNOWN_KEYS: Final = (
     'manageStatus', 'finalizer', 'snakeCaseParameters', 'markUnsafe',
     'maxConcurrentReconciles', 'maxRunnerArtifacts', 'selector',
     'watchDependentResources', 'watchClusterScopedResources', 'injectOwnerRef',
-    'watchDependentStatus', 'blacklist',
+    'watchDependentStatus', 'blacklist', 'watchAnnotationsChanges',
 )
-IGNORED_KEYS: Final = ('watchAnnotationsChanges',)
+IGNORED_KEYS: Final[tuple[str, ...]] = ()  # accepted, ignored with a warning
 FINALIZER_KEYS: Final = ('name', 'role', 'playbook', 'vars')
 _ENV_REFERENCE: Final = re.compile(r'\$\{([^}]+)\}')
 
@@ -159,6 +163,7 @@ class Watch:
     watch_dependent_status: bool = False
     blacklist: frozenset[tuple[str, str, str]] = frozenset()  # (group, version, kind)
     verbosity: int | None = None  # ANSIBLE_VERBOSITY_<KIND>_<GROUP>; None: the operator's
+    watch_annotations: bool = False  # watchAnnotationsChanges
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether an object with these labels matches ``selector.matchExpressions``."""
@@ -271,6 +276,7 @@ class _Parser:
             watch_dependent_status=self._bool(raw, 'watchDependentStatus', fail, default=False),
             blacklist=self._blacklist(raw, fail),
             verbosity=self._kind_env('ANSIBLE_VERBOSITY', group, kind, minimum=0, maximum=7),
+            watch_annotations=self._bool(raw, 'watchAnnotationsChanges', fail, default=False),
         )
 
     def _kind_env(self, prefix: str, group: str, kind: str, *, minimum: int,

@@ -103,6 +103,7 @@ def test_a_core_kind_watch_runs_its_role_for_the_selected_objects(
     }, {
         "version": "v1", "group": "", "kind": "Secret", "role": "otus_test.fixtures.seen",
         "selector": {"matchLabels": {LABEL: "watched"}}, "reconcilePeriod": "0s",
+        "watchAnnotationsChanges": True,
     }], {"seen": ROLE})
     collections = collection(tmp_path / "collections")
     operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches,
@@ -152,5 +153,10 @@ def test_a_core_kind_watch_runs_its_role_for_the_selected_objects(
         requeued = operator.log().count(f"ConfigMap {ns}/picked: an object it owns changed")
         assert sum(s.name == "picked" for s in operator.summaries()) == 2 + requeued, \
             "the label change ran the role"
+        # watchAnnotationsChanges (the Secret's entry): an annotation alone runs its role again
+        runs_of_token = sum(s.name == "token" for s in operator.summaries())
+        cluster.kubectl("-n", ns, "annotate", "secret", "token", "otus.homework/touched=1")
+        cluster.wait_for(lambda: sum(s.name == "token" for s in operator.summaries()) > runs_of_token,
+                         timeout=120, what="the Secret's role to run for an annotation", interval=1)
     finally:
         operator.stop()

@@ -123,6 +123,17 @@ def test_an_update_runs_the_role_when_more_than_metadata_changed() -> None:
     assert when(labels={}, diff=[('add', ('data', 'new'), None, 'x')])
     assert not when(labels={}, diff=[('change', ('metadata', 'labels', 'a'), 'x', 'y')])
     assert not when(labels={}, diff=[])
+    annotation = ('change', ('metadata', 'annotations', 'a'), 'x', 'y')
+    assert not when(labels={}, diff=[annotation])  # the SDK's default
+
+
+def test_watch_annotations_changes_runs_the_role_for_an_annotation_alone() -> None:
+    when = handlers._content_changed(dataclasses.replace(WATCH, watch_annotations=True))
+    assert when(labels={}, diff=[('change', ('metadata', 'annotations', 'a'), 'x', 'y')])
+    assert when(labels={}, diff=[('add', ('metadata', 'annotations'), None, {'a': 'x'})])
+    assert when(labels={}, diff=[('add', ('metadata',), None, {'annotations': {'a': 'x'}})])
+    assert not when(labels={}, diff=[('change', ('metadata', 'labels', 'a'), 'x', 'y')])
+    assert not when(labels={}, diff=[('add', ('metadata',), None, {'labels': {'a': 'x'}})])
 
 
 def test_configure_skips_cluster_scans_only_for_fixed_namespaces() -> None:

@@ -189,15 +189,13 @@ def test_per_kind_environment_variables_as_in_the_sdk(
     assert any('WORKER_SECRET_ is deprecated' in r.getMessage() for r in caplog.records)
 
 
-def test_ignored_keys_are_accepted_with_a_warning(
-        tree: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_watch_annotations_changes_is_read(tree: pathlib.Path) -> None:
     path = write(tree, """
         - {group: g.io, version: v1, kind: K, role: mysql, watchAnnotationsChanges: true}
+        - {group: g.io, version: v1, kind: L, role: mysql}
     """)
-    with caplog.at_level(logging.WARNING):
-        watches.load(path)
-    messages = [r.getMessage() for r in caplog.records]
-    assert any("'watchAnnotationsChanges' is not supported" in m for m in messages)
+    annotated, plain = watches.load(path)
+    assert annotated.watch_annotations and not plain.watch_annotations
 
 
 def test_blacklist_names_kinds_never_followed(tree: pathlib.Path) -> None:
