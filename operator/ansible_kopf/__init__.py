@@ -22,8 +22,8 @@ import-linter: ``[tool.importlinter]`` in ``pyproject.toml``)::
     warm/, watches, config               warm Ansible servers (importing nothing of the
                                          rest: see ``warm/__init__``); watches.yaml;
                                          environment configuration
-    casing, durations, written           SDK snake_case; Go durations; the fields a
-                                         write sets
+    casing, durations, written, leader   SDK snake_case; Go durations; the fields a
+                                         write sets; the Lease of --leader-elect
     constants                            names and defaults
 
 One reconcile, in order: kopf calls a handler (:mod:`handlers`), which calls

@@ -24,6 +24,16 @@ class ConfigError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Election:
+    """The SDK's ``--leader-elect`` settings (seconds); ``namespace`` None: the pod's."""
+    name: str
+    namespace: str | None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     watches_file: pathlib.Path
     namespaces: tuple[str, ...]  # empty: cluster-wide
@@ -39,6 +49,7 @@ class Config:
     metrics_address: tuple[str, int] | None = None  # host, port of /metrics; None: off
     defaults: watches.Defaults = dataclasses.field(default_factory=watches.Defaults)
     ansible_args: tuple[str, ...] = ()  # added to every ansible-playbook command line
+    election: Election | None = None  # None: no leader election (this process reconciles)
 
     @property
     def clusterwide(self) -> bool:
@@ -115,6 +126,28 @@ def _duration(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r}: {e}") from None
 
 
+def election(env: Mapping[str, str]) -> Election | None:
+    """The leader-election settings, checked as controller-runtime checks them."""
+    if not _boolean(env, constants.ENV_LEADER_ELECT, False):
+        return None
+    name = (env.get(constants.ENV_LEADER_ELECTION_ID, '').strip()
+            or env.get(constants.ENV_OPERATOR_NAME, '').strip())
+    if not name:
+        raise ConfigError(f"{constants.ENV_LEADER_ELECT}: leader election needs the Lease's name: "
+                          f"--leader-election-id ({constants.ENV_LEADER_ELECTION_ID})")
+    result = Election(
+        name=name,
+        namespace=env.get(constants.ENV_LEADER_ELECTION_NAMESPACE, '').strip() or None,
+        lease_duration=_duration(env, constants.ENV_LEASE_DURATION, 15.0),
+        renew_deadline=_duration(env, constants.ENV_RENEW_DEADLINE, 10.0),
+        retry_period=_duration(env, constants.ENV_RETRY_PERIOD, 2.0))
+    if not result.lease_duration > result.renew_deadline > result.retry_period * 1.2 > 0:
+        raise ConfigError(f"{constants.ENV_LEASE_DURATION}, {constants.ENV_RENEW_DEADLINE}, "
+                          f"{constants.ENV_RETRY_PERIOD}: the lease duration must exceed the "
+                          "renew deadline, and the renew deadline 1.2 retry periods")
+    return result
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Config:
     """Read the configuration; raise :class:`ConfigError` naming the bad variable."""
     env = os.environ if env is None else env
@@ -150,4 +183,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
             inject_owner_ref=_boolean(env, constants.ENV_INJECT_OWNER_REF, True),
         ),
         ansible_args=_words(env, constants.ENV_ANSIBLE_ARGS),
+        election=election(env),
     )

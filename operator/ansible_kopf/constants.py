@@ -22,6 +22,15 @@ ENV_ANSIBLE_ARGS: Final = 'ANSIBLE_KOPF_ANSIBLE_ARGS'  # shell words added to ev
 ENV_KUBECONFIG: Final = 'KUBECONFIG'
 ENV_WARM: Final = 'ANSIBLE_KOPF_WARM'  # false: every run starts a cold ansible-playbook
 ENV_WARM_IDLE: Final = 'ANSIBLE_KOPF_WARM_IDLE'  # Go duration; warm servers stop after it unused
+# the SDK's --leader-elect and its companions (see leader.py); OPERATOR_NAME is the SDK's
+# deprecated fallback for the Lease's name
+ENV_LEADER_ELECT: Final = 'ANSIBLE_KOPF_LEADER_ELECT'
+ENV_LEADER_ELECTION_ID: Final = 'ANSIBLE_KOPF_LEADER_ELECTION_ID'
+ENV_LEADER_ELECTION_NAMESPACE: Final = 'ANSIBLE_KOPF_LEADER_ELECTION_NAMESPACE'
+ENV_LEASE_DURATION: Final = 'ANSIBLE_KOPF_LEADER_ELECT_LEASE_DURATION'
+ENV_RENEW_DEADLINE: Final = 'ANSIBLE_KOPF_LEADER_ELECT_RENEW_DEADLINE'
+ENV_RETRY_PERIOD: Final = 'ANSIBLE_KOPF_LEADER_ELECT_RETRY_PERIOD'
+ENV_OPERATOR_NAME: Final = 'OPERATOR_NAME'
 
 # --- Defaults. ---
 DEFAULT_WATCHES_FILE: Final = './watches.yaml'

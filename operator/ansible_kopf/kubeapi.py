@@ -92,6 +92,11 @@ class KubernetesApi:
     def upstream(self) -> 'Upstream':
         return upstream_of(self._client.configuration)
 
+    def leases(self) -> Any:
+        """The blocking ``CoordinationV1Api`` on this client (:mod:`leader` uses it)."""
+        import kubernetes.client  # noqa: PLC0415
+        return kubernetes.client.CoordinationV1Api(self._client)
+
     async def patch_status(self, resource: kopf.Resource, *, namespace: str | None, name: str,
                            patch: Mapping[str, Any]) -> dict[str, Any] | None:
         return await self._call(

@@ -91,3 +91,18 @@ def test_metrics_bind_address_in_the_sdk_form() -> None:
     assert config.bind_address('X', '') is None
     with pytest.raises(config.ConfigError, match='METRICS_BIND_ADDRESS'):
         config.bind_address('METRICS_BIND_ADDRESS', 'localhost')
+
+
+def test_leader_election_settings_as_the_sdk_reads_them() -> None:
+    assert config.from_env({}).election is None
+    election = config.from_env({'ANSIBLE_KOPF_LEADER_ELECT': 'true', 'OPERATOR_NAME': 'legacy'}).election
+    assert election == config.Election(name='legacy', namespace=None)  # the SDK's old fallback
+    election = config.from_env({
+        'ANSIBLE_KOPF_LEADER_ELECT': 'true', 'OPERATOR_NAME': 'legacy',
+        'ANSIBLE_KOPF_LEADER_ELECTION_ID': 'op', 'ANSIBLE_KOPF_LEADER_ELECTION_NAMESPACE': 'ops',
+        'ANSIBLE_KOPF_LEADER_ELECT_LEASE_DURATION': '1m', 'ANSIBLE_KOPF_LEADER_ELECT_RETRY_PERIOD': '1s',
+    }).election
+    assert election == config.Election(name='op', namespace='ops', lease_duration=60.0,
+                                       renew_deadline=10.0, retry_period=1.0)
+    with pytest.raises(config.ConfigError, match='--leader-election-id'):
+        config.from_env({'ANSIBLE_KOPF_LEADER_ELECT': 'true'})

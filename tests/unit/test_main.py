@@ -63,6 +63,30 @@ def test_an_unknown_or_bad_flag_stops_the_start_naming_it() -> None:
     result = start('--reconcile-period=soon')
     assert result.returncode == 2
     assert 'ANSIBLE_KOPF_RECONCILE_PERIOD' in result.stderr
-    result = start('--leader-elect')
+    result = start('--leader-elect')  # and no --leader-election-id
     assert result.returncode == 2
-    assert 'leader_for_life' in result.stderr
+    assert '--leader-election-id' in result.stderr
+    result = start('--leader-elect', '--leader-election-id=x', '--leader-elect-lease-duration=5s',
+                   '--leader-elect-renew-deadline=5s')
+    assert result.returncode == 2
+    assert 'ANSIBLE_KOPF_LEADER_ELECT_RENEW_DEADLINE' in result.stderr
+    result = start('--leader-elect', '--leader-election-id', 'x')  # no namespace, not in a pod
+    assert result.returncode == 2
+    assert '--leader-election-namespace' in result.stderr
+
+
+def test_the_sdk_leader_election_flags_set_their_environment_variables() -> None:
+    from ansible_kopf import __main__ as entry
+    assert entry.flags_to_env([
+        '--leader-elect', '--leader-election-id=op', '--leader-election-namespace', 'ops',
+        '--leader-elect-lease-duration=20s', '--leader-elect-renew-deadline', '15s',
+        '--leader-elect-retry-period=3s', '--leader-elect-resource-lock', 'leases',
+    ]) == {
+        'ANSIBLE_KOPF_LEADER_ELECT': 'true', 'ANSIBLE_KOPF_LEADER_ELECTION_ID': 'op',
+        'ANSIBLE_KOPF_LEADER_ELECTION_NAMESPACE': 'ops',
+        'ANSIBLE_KOPF_LEADER_ELECT_LEASE_DURATION': '20s',
+        'ANSIBLE_KOPF_LEADER_ELECT_RENEW_DEADLINE': '15s',
+        'ANSIBLE_KOPF_LEADER_ELECT_RETRY_PERIOD': '3s',
+    }
+    # the SDK's deprecated spelling
+    assert entry.flags_to_env(['--enable-leader-election']) == {'ANSIBLE_KOPF_LEADER_ELECT': 'true'}
