@@ -47,7 +47,7 @@ PLAYBOOK_COLLECTION_PRELOAD: Final = (  # module_utils the lookup imports when i
 )
 MODULE_PRELOAD: Final = (
     'ansible.module_utils.basic',
-    'ansible.module_utils._internal._ansiballz._loader',  # ansible-core 2.19; absent in 2.18
+    'ansible.module_utils._internal._ansiballz._loader',  # 2.19 only: VERSIONED
     'kubernetes.client', 'kubernetes.config', 'kubernetes.dynamic', 'jsonpatch', 'yaml',
     'ansible_collections.kubernetes.core.plugins.module_utils.k8s.core',
     'ansible_collections.kubernetes.core.plugins.module_utils.k8s.client',
@@ -71,13 +71,21 @@ _ZIP: Final = re.compile(r"^(?:zip_data='([A-Za-z0-9+/=]*)',|\s+ZIPDATA = '([A-Z
                          re.MULTILINE)
 
 
+# Preloads of one ansible-core line only: absent on the other, not reported as missing.
+VERSIONED: Final = frozenset({'ansible.module_utils._internal._ansiballz._loader'})
+
+
 def preload(names: tuple[str, ...]) -> list[str]:
-    """Import what can be imported; return what could not (the server still works)."""
+    """Import what can be imported; return what could not (the server still works),
+    except the :data:`VERSIONED` modules the installed ansible-core does not have."""
     missing = []
     for name in names:
         try:
             importlib.import_module(name)
-        except Exception:  # an optional collection or library may be absent
+        except ModuleNotFoundError:
+            if name not in VERSIONED:
+                missing.append(name)
+        except Exception:  # an optional collection or library may be broken
             missing.append(name)
     return missing
 

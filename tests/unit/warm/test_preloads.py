@@ -114,3 +114,21 @@ def test_the_playbook_server_loads_plugins_as_a_run_would_but_not_ansible_runner
     assert 'ansible_collections.kubernetes.core.plugins.module_utils.k8s.client' in modules
     assert any(m.endswith('.junit') for m in modules)  # a builtin callback
     assert not [m for m in modules if 'awx_display' in m]
+
+
+@pytest.mark.processes
+def test_the_module_server_reports_nothing_missing_on_the_installed_ansible_core(
+        tmp_path: pathlib.Path) -> None:
+    """A preload of the other ansible-core line (absent here) is no failure to report: the
+    operator logs 'some preloads failed' only for what it should have found."""
+    code = ("import json; from ansible_kopf.warm import forkserver as f; "
+            f"print(json.dumps(f.ForkServer({str(tmp_path / 'm.sock')!r}, f.Flavour.MODULE).warm_up()))")
+    done = subprocess.run([sys.executable, '-c', code], env={**os.environ, 'PYTHONPATH': entry.ROOT},
+                          capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_versioned_preload_that_is_absent_is_not_missing_but_another_absent_one_is() -> None:
+    absent = 'ansible_kopf_no_such_module'
+    assert preloads.preload((*preloads.VERSIONED, absent)) == [absent]
