@@ -28,9 +28,9 @@ class Election:
     """The SDK's ``--leader-elect`` settings (seconds); ``namespace`` None: the pod's."""
     name: str
     namespace: str | None
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    lease_duration: float = constants.LEASE_DURATION
+    renew_deadline: float = constants.RENEW_DEADLINE
+    retry_period: float = constants.RETRY_PERIOD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,9 +138,9 @@ def election(env: Mapping[str, str]) -> Election | None:
     result = Election(
         name=name,
         namespace=env.get(constants.ENV_LEADER_ELECTION_NAMESPACE, '').strip() or None,
-        lease_duration=_duration(env, constants.ENV_LEASE_DURATION, 15.0),
-        renew_deadline=_duration(env, constants.ENV_RENEW_DEADLINE, 10.0),
-        retry_period=_duration(env, constants.ENV_RETRY_PERIOD, 2.0))
+        lease_duration=_duration(env, constants.ENV_LEASE_DURATION, constants.LEASE_DURATION),
+        renew_deadline=_duration(env, constants.ENV_RENEW_DEADLINE, constants.RENEW_DEADLINE),
+        retry_period=_duration(env, constants.ENV_RETRY_PERIOD, constants.RETRY_PERIOD))
     if not result.lease_duration > result.renew_deadline > result.retry_period * 1.2 > 0:
         raise ConfigError(f"{constants.ENV_LEASE_DURATION}, {constants.ENV_RENEW_DEADLINE}, "
                           f"{constants.ENV_RETRY_PERIOD}: the lease duration must exceed the "

@@ -28,6 +28,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
+from ansible_kopf import constants
+
 logger = logging.getLogger('ansible_kopf.leader')
 
 NAMESPACE_FILE: Final = '/var/run/secrets/kubernetes.io/serviceaccount/namespace'
@@ -39,9 +41,9 @@ HTTP_CONFLICT: Final = 409
 class Settings:
     name: str  # the Lease's name (--leader-election-id)
     namespace: str
-    lease_duration: float = 15.0  # seconds, as controller-runtime's defaults
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    lease_duration: float = constants.LEASE_DURATION  # seconds
+    renew_deadline: float = constants.RENEW_DEADLINE
+    retry_period: float = constants.RETRY_PERIOD
     identity: str = dataclasses.field(
         default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4()}")
 
