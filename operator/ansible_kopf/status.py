@@ -86,6 +86,8 @@ def role_conditions(custom_stats: Mapping[str, Any]) -> list[tuple[str, str, str
         if not isinstance(item, Mapping):
             continue
         type_, value = item.get('type'), item.get('status')
+        if isinstance(value, bool):  # ansible-core < 2.19 turns a templated 'True' into true
+            value = str(value)
         if (not isinstance(type_, str) or not type_ or type_ in constants.SHIM_CONDITIONS
                 or value not in ('True', 'False', 'Unknown')):
             continue

@@ -190,3 +190,15 @@ def test_now_is_rfc3339_utc() -> None:
     assert len(value) == 20
     assert value.endswith('Z')
     assert value[10] == 'T'
+
+
+def test_a_condition_status_templated_to_a_boolean_counts_as_its_word() -> None:
+    """ansible-core before 2.19 turns a template that renders "True" into the boolean
+    true, so a role's ``status: "{{ 'True' if ready else 'False' }}"`` arrives as a bool."""
+    st = apply({}, status.running({}, generation=1, now=T0))
+    up = {'type': 'Ready', 'status': True, 'reason': 'LoginAccepted', 'message': ''}
+    st = apply(st, succeed(st, now=T1, custom={'conditions': [up]}))
+    assert conditions_by_type(st)['Ready']['status'] == 'True'
+    down = {**up, 'status': False, 'reason': 'ServerStarting'}
+    st = apply(st, succeed(st, now=T2, custom={'conditions': [down]}))
+    assert conditions_by_type(st)['Ready']['status'] == 'False'
