@@ -106,8 +106,10 @@ def _digest(value: Any) -> str:
 
 
 def fingerprint(obj: Mapping[str, Any]) -> str:
-    """What a change is measured on: the object without status and bookkeeping."""
-    copy = {k: v for k, v in obj.items() if k != 'status'}
+    """What a change is measured on: the object without status and bookkeeping. Nor its
+    kind and apiVersion: a list's items come without them, a watch's objects with them,
+    so the first event after a list would otherwise count as a change."""
+    copy = {k: v for k, v in obj.items() if k not in ('status', 'kind', 'apiVersion')}
     copy['metadata'] = {k: v for k, v in (obj.get('metadata') or {}).items()
                         if k not in ('resourceVersion', 'managedFields')}
     return _digest(copy)

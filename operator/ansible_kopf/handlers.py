@@ -182,11 +182,10 @@ class Requeue:
                    resource: kopf.Resource, *, reason: str) -> None:
         namespace = owner.namespace if resource.namespaced else None
         key = f"{owner.namespace}/{owner.name}" if namespace else owner.name
-        logger.info(f"{owner.kind} {key}: {reason}")
         try:
             outcome = await reconciling.reconcile(
                 controller, resource=resource, namespace=namespace, name=owner.name,
-                started=lambda: self._waiting.discard(owner))
+                started=lambda: self._waiting.discard(owner), reason=reason)
         except Exception:
             logger.exception(f"{owner.kind} {key}: the reconcile failed")
             outcome = None

@@ -116,10 +116,12 @@ async def reconcile(
         name: str,
         finalizing: bool = False,
         started: Callable[[], None] | None = None,
+        reason: str | None = None,
 ) -> events.Outcome | None:
     """
     Run for the object; return the outcome, or ``None`` if there was nothing to run.
-    ``started`` is called when the object's turn has come, before it is read.
+    ``started`` is called when the object's turn has come, before it is read; ``reason``,
+    why it runs, is logged once it is read and there is something to run.
     """
     watch, api = controller.watch, controller.api
     async with controller.throttle.hold(obj=(watch.gvk, namespace, name), kind=watch.gvk,
@@ -130,6 +132,9 @@ async def reconcile(
         metadata = (obj or {}).get('metadata') or {}
         if obj is None or (metadata.get('deletionTimestamp') and not finalizing):
             return None
+        if reason is not None:
+            logger.info(f"{watch.kind} {namespace}/{name}: {reason}" if namespace
+                        else f"{watch.kind} {name}: {reason}")
         current: Mapping[str, Any] = obj.get('status') or {}
         generation = metadata.get('generation')
 

@@ -4,8 +4,8 @@ Which fields of an object the runs wrote, and a digest of an object taken on tho
 A write's fields are the paths of its body: a created or replaced object, a merge or
 strategic-merge patch (its ``$`` directives left out), a JSON patch (each operation's
 path) or a server-side apply body (YAML). A path stops at a list: a list is one value. The
-object's bookkeeping (``metadata.resourceVersion`` and the like) and ``status`` are no
-written fields. :mod:`dependents` compares an owned object's digest on these fields from
+object's bookkeeping (``metadata.resourceVersion`` and the like), its type and ``status``
+are no written fields. :mod:`dependents` compares an owned object's digest on these fields from
 one event to the next: a change elsewhere (the revision annotation the Deployment
 controller adds, the volume a PersistentVolumeClaim is bound to) is nothing a run wrote,
 so running the owner's role again would write nothing back.
@@ -21,9 +21,11 @@ import yaml
 
 Path = tuple[str, ...]
 
-# never the runs' fields: the API server's bookkeeping and the status
+# never the runs' fields: the API server's bookkeeping, the status, and the type (the
+# items of a list come without kind and apiVersion, a watch's objects with them)
 _NOT_WRITTEN: Final = frozenset({
-    ('status',), ('metadata', 'resourceVersion'), ('metadata', 'managedFields'),
+    ('status',), ('kind',), ('apiVersion',),
+    ('metadata', 'resourceVersion'), ('metadata', 'managedFields'),
     ('metadata', 'creationTimestamp'), ('metadata', 'uid'), ('metadata', 'generation'),
     ('metadata', 'selfLink'), ('metadata', 'deletionTimestamp'),
     ('metadata', 'deletionGracePeriodSeconds'),

@@ -19,6 +19,13 @@ def test_status_and_bookkeeping_are_not_a_change() -> None:
     assert dependents.fingerprint(before) == dependents.fingerprint(after)
 
 
+def test_an_item_of_a_list_is_the_same_object_as_its_watch_event() -> None:
+    """A list's items carry no kind or apiVersion; the watch's events do."""
+    listed = deployment()
+    del listed['kind'], listed['apiVersion']
+    assert dependents.fingerprint(listed) == dependents.fingerprint(deployment())
+
+
 def test_spec_labels_and_annotations_are_a_change() -> None:
     before = deployment()
     assert dependents.fingerprint(before) != dependents.fingerprint(deployment(labels={'a': 'b'}))

@@ -123,6 +123,6 @@ def test_a_runs_writes_are_told_with_their_fields_before_they_go_on(tmp_path: pa
             ('DELETE', one, b'{}', 'application/json')]:
         runs._tell_writing(method, target, written.decode(body, content_type), content_type)
     assert told == [
-        (services.dependent, 'ns', 's', {('kind',), ('metadata', 'name')}, True),
+        (services.dependent, 'ns', 's', {('metadata', 'name')}, True),
         (one.dependent, 'ns', 's', {('spec', 'type')}, False),
         (one.dependent, 'ns', 's', None, False)]

@@ -13,7 +13,7 @@ def test_a_created_object_writes_its_leaves_but_lists_whole_and_no_bookkeeping()
             'spec': {'replicas': 1, 'template': {'spec': {'containers': [{'name': 'c'}]}}},
             'status': {'replicas': 1}}
     assert written.paths_of(json.dumps(body).encode(), 'application/json') == {
-        ('apiVersion',), ('kind',), ('metadata', 'name'), ('metadata', 'labels', 'app'),
+        ('metadata', 'name'), ('metadata', 'labels', 'app'),
         ('spec', 'replicas'), ('spec', 'template', 'spec', 'containers')}
 
 
@@ -39,7 +39,7 @@ def test_a_json_patch_writes_the_paths_of_its_operations_up_to_a_list() -> None:
 def test_a_server_side_apply_body_is_yaml() -> None:
     body = b"apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n"
     assert written.paths_of(body, written.APPLY_PATCH) == {
-        ('apiVersion',), ('kind',), ('metadata', 'name'), ('spec', 'ports')}
+        ('metadata', 'name'), ('spec', 'ports')}
 
 
 def test_an_unreadable_body_writes_unknown_fields() -> None:
