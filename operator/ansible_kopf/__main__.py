@@ -90,17 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kopf.configure(log_format=kopf.LogFormat.FULL)
     elector: leader.Elector | None = None
     if cfg.election is not None:
-        namespace = cfg.election.namespace or leader.pod_namespace()
-        if namespace is None:
-            print("ansible-kopf: --leader-election-namespace "
-                  f"({constants.ENV_LEADER_ELECTION_NAMESPACE}) is needed outside a pod",
-                  file=sys.stderr)
-            return 2
-        elector = leader.Elector(kubeapi.connect().leases(), leader.Settings(
-            name=cfg.election.name, namespace=namespace,
-            lease_duration=cfg.election.lease_duration,
-            renew_deadline=cfg.election.renew_deadline,
-            retry_period=cfg.election.retry_period))
+        elector = leader.Elector(kubeapi.connect().leases(), cfg.election)
         with _healthy_meanwhile(cfg.liveness_endpoint):
             elector.acquire()
     lost, keeping = threading.Event(), threading.Event()

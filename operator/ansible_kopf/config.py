@@ -16,21 +16,11 @@ import shlex
 import tempfile
 from collections.abc import Mapping
 
-from ansible_kopf import constants, durations, watches
+from ansible_kopf import constants, durations, leader, watches
 
 
 class ConfigError(ValueError):
     """An environment variable has a value the operator cannot use."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Election:
-    """The SDK's ``--leader-elect`` settings (seconds); ``namespace`` None: the pod's."""
-    name: str
-    namespace: str | None
-    lease_duration: float = constants.LEASE_DURATION
-    renew_deadline: float = constants.RENEW_DEADLINE
-    retry_period: float = constants.RETRY_PERIOD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +39,7 @@ class Config:
     metrics_address: tuple[str, int] | None = None  # host, port of /metrics; None: off
     defaults: watches.Defaults = dataclasses.field(default_factory=watches.Defaults)
     ansible_args: tuple[str, ...] = ()  # added to every ansible-playbook command line
-    election: Election | None = None  # None: no leader election (this process reconciles)
+    election: leader.Settings | None = None  # None: no leader election (this process reconciles)
 
     @property
     def clusterwide(self) -> bool:
@@ -126,8 +116,9 @@ def _duration(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r}: {e}") from None
 
 
-def election(env: Mapping[str, str]) -> Election | None:
-    """The leader-election settings, checked as controller-runtime checks them."""
+def election(env: Mapping[str, str]) -> leader.Settings | None:
+    """The leader-election settings, checked as controller-runtime checks them. The Lease
+    lives in --leader-election-namespace, else in the namespace of the pod this runs in."""
     if not _boolean(env, constants.ENV_LEADER_ELECT, False):
         return None
     name = (env.get(constants.ENV_LEADER_ELECTION_ID, '').strip()
@@ -135,16 +126,21 @@ def election(env: Mapping[str, str]) -> Election | None:
     if not name:
         raise ConfigError(f"{constants.ENV_LEADER_ELECT}: leader election needs the Lease's name: "
                           f"--leader-election-id ({constants.ENV_LEADER_ELECTION_ID})")
-    result = Election(
-        name=name,
-        namespace=env.get(constants.ENV_LEADER_ELECTION_NAMESPACE, '').strip() or None,
-        lease_duration=_duration(env, constants.ENV_LEASE_DURATION, constants.LEASE_DURATION),
-        renew_deadline=_duration(env, constants.ENV_RENEW_DEADLINE, constants.RENEW_DEADLINE),
-        retry_period=_duration(env, constants.ENV_RETRY_PERIOD, constants.RETRY_PERIOD))
-    if not result.lease_duration > result.renew_deadline > result.retry_period * 1.2 > 0:
+    lease = _duration(env, constants.ENV_LEASE_DURATION, constants.LEASE_DURATION)
+    renew = _duration(env, constants.ENV_RENEW_DEADLINE, constants.RENEW_DEADLINE)
+    retry = _duration(env, constants.ENV_RETRY_PERIOD, constants.RETRY_PERIOD)
+    if not lease > renew > retry * 1.2 > 0:
         raise ConfigError(f"{constants.ENV_LEASE_DURATION}, {constants.ENV_RENEW_DEADLINE}, "
                           f"{constants.ENV_RETRY_PERIOD}: the lease duration must exceed the "
                           "renew deadline, and the renew deadline 1.2 retry periods")
+    namespace = (env.get(constants.ENV_LEADER_ELECTION_NAMESPACE, '').strip()
+                 or leader.pod_namespace())
+    if namespace is None:
+        raise ConfigError(f"{constants.ENV_LEADER_ELECT}: outside a pod, leader election "
+                          "needs --leader-election-namespace "
+                          f"({constants.ENV_LEADER_ELECTION_NAMESPACE})")
+    result = leader.Settings(name=name, namespace=namespace, lease_duration=lease,
+                             renew_deadline=renew, retry_period=retry)
     return result
 
 

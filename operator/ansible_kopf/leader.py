@@ -44,8 +44,8 @@ class Settings:
     lease_duration: float = constants.LEASE_DURATION  # seconds
     renew_deadline: float = constants.RENEW_DEADLINE
     retry_period: float = constants.RETRY_PERIOD
-    identity: str = dataclasses.field(
-        default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4()}")
+    identity: str = dataclasses.field(  # this candidate's, unique per process
+        default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4()}", compare=False)
 
 
 def pod_namespace() -> str | None:
