@@ -119,6 +119,20 @@ def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
     return operator
 
 
+def seen_role(data: dict[str, str] | None = None) -> str:
+    """A test role's tasks: record the run in a ConfigMap `<watched name>-seen` beside the
+    watched object, with `data` (values may be templates)."""
+    definition: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "{{ ansible_operator_meta.name }}-seen",
+                     "namespace": "{{ ansible_operator_meta.namespace }}"},
+        **({"data": data} if data else {}),
+    }
+    task = {"name": "Record the run in a ConfigMap beside the watched one",
+            "kubernetes.core.k8s": {"state": "present", "definition": definition}}
+    return "---\n" + yaml.safe_dump([task], sort_keys=False)
+
+
 def role_watches(base: Path, entries: list[dict[str, Any]], roles: dict[str, str]) -> Path:
     """A test role per `roles` item (name: its tasks' YAML) written under `base`/roles, and a
     watches file of `entries` whose `role` names one of them (replaced by its path)."""

@@ -24,21 +24,8 @@ from tests.integration import operator_harness as oh
 
 LABEL = "otus.homework/core-kind-test"
 STAGE = "otus.homework/stage"
-ROLE = textwrap.dedent("""\
-    ---
-    - name: Record the run in a ConfigMap beside the watched one
-      kubernetes.core.k8s:
-        state: present
-        definition:
-          apiVersion: v1
-          kind: ConfigMap
-          metadata:
-            name: "{{ ansible_operator_meta.name }}-seen"
-            namespace: "{{ ansible_operator_meta.namespace }}"
-          data:
-            source: "{{ ansible_operator_meta.name }}"
-            colour: "{{ __configmap.data.colour | default('none') }}"
-    """)
+ROLE = oh.seen_role({"source": "{{ ansible_operator_meta.name }}",
+                     "colour": "{{ __configmap.data.colour | default('none') }}"})
 
 
 COLLECTION_ROLE = textwrap.dedent("""\

@@ -17,7 +17,6 @@ import os
 import signal
 import socket
 import sys
-import textwrap
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,18 +28,7 @@ from tests.integration import operator_harness as oh
 
 LABEL = "otus.homework/leader-test"
 LEASE = "otus-leader-test"
-ROLE = textwrap.dedent("""\
-    ---
-    - name: Record the run in a ConfigMap beside the watched one
-      kubernetes.core.k8s:
-        state: present
-        definition:
-          apiVersion: v1
-          kind: ConfigMap
-          metadata:
-            name: "{{ ansible_operator_meta.name }}-seen"
-            namespace: "{{ ansible_operator_meta.namespace }}"
-    """)
+ROLE = oh.seen_role()
 
 
 @pytest.fixture(scope="module")
