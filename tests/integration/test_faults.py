@@ -181,36 +181,46 @@ def server_pod(cluster: harness.Cluster, ns: str, name: str) -> dict[str, Any] |
     return dict(pods[0]) if len(pods) == 1 else None
 
 
-def kill_server_during(cluster: harness.Cluster, ns: str, name: str, program: str, *,
-                       in_progress: Callable[[int], str], timeout: float = 600) -> str:
-    """Wait until `program` (a Job's client) runs against the object's Service and
-    `in_progress(pid)` says it is mid-way, then SIGKILL the server process (it dies mid-
-    statement) and force-delete its pod; return what was seen at the kill. The server pod
-    is looked up ahead (kubectl is slow next to a dump), its process in /proc at the kill."""
-    host = f"{name}.{ns}.svc.cluster.local"
+def kill_servers_during(cluster: harness.Cluster, ns: str, program: str,
+                        in_progress: dict[str, Callable[[int], str]], *, timeout: float = 600) -> dict[str, str]:
+    """For each object named in `in_progress`: wait until `program` (a Job's client) runs
+    against the object's Service and `in_progress[name](pid)` says it is mid-way, then
+    SIGKILL its server process (it dies mid-statement) and force-delete its pod; return
+    what was seen at each kill. The objects are watched together, so clients that run at
+    the same time are each caught. Server pods are looked up ahead (kubectl is slow next
+    to a dump), their processes in /proc at the kill."""
+    hosts = {name: f"{name}.{ns}.svc.cluster.local" for name in in_progress}
     deadline = time.monotonic() + timeout
-    pod, looked_up = None, 0.0
-    while time.monotonic() < deadline:
-        if pod is None or time.monotonic() - looked_up > 5:
-            pod, looked_up = server_pod(cluster, ns, name), time.monotonic()
+    pods: dict[str, dict[str, Any] | None] = {}
+    looked_up: dict[str, float] = {}
+    seen: dict[str, str] = {}
+    while time.monotonic() < deadline and len(seen) < len(hosts):
+        for name in hosts.keys() - seen.keys():
+            if pods.get(name) is None or time.monotonic() - looked_up[name] > 5:
+                pods[name], looked_up[name] = server_pod(cluster, ns, name), time.monotonic()
         for pid, argv in oh.processes():
-            if pod is None or not client_of(argv, host, program) or "-e" in argv or not in_progress(pid):
+            name = next((n for n, host in hosts.items() if n not in seen and client_of(argv, host, program)), None)
+            pod = pods.get(name) if name else None
+            if name is None or pod is None or "-e" in argv or not in_progress[name](pid):
                 continue
             server = server_pid(pod)
-            seen = in_progress(pid)  # again, right before the kill: still mid-way
-            if server is None or not seen:
-                break  # the pod was replaced (look it up again) or the client is done
+            now = in_progress[name](pid)  # again, right before the kill: still mid-way
+            if server is None or not now:
+                looked_up[name] = 0.0  # the pod was replaced (look it up again) or the client is done
+                continue
             os.kill(server, signal.SIGKILL)
             cluster.kubectl("-n", ns, "delete", "pod", pod["metadata"]["name"], "--grace-period=0", "--force",
                             "--wait=false", check=False)
             Stats.server_kills += 1
-            return seen
+            seen[name] = now
         time.sleep(0.02)
-    raise AssertionError(f"{program} never ran against {host} mid-way within {timeout:.0f}s")
+    missed = sorted(hosts.keys() - seen.keys())
+    assert not missed, f"{program} never ran mid-way against {', '.join(hosts[n] for n in missed)} within {timeout:.0f}s"
+    return seen
 
 
 def dump_in_progress(ns: str, name: str) -> Callable[[int], str]:
-    """For kill_server_during: a partial dump file that already holds rows."""
+    """For kill_servers_during: a partial dump file that already holds rows."""
     def check(pid: int) -> str:
         for partial in oh.backup_dir(ns, name).glob(".*.partial"):
             size = partial.stat().st_size if partial.exists() else 0
@@ -221,7 +231,7 @@ def dump_in_progress(ns: str, name: str) -> Callable[[int], str]:
 
 
 def load_in_progress(ns: str, name: str) -> Callable[[int], str]:
-    """For kill_server_during: the restore's client has read part of the backup file."""
+    """For kill_servers_during: the restore's client has read part of the backup file."""
     def check(pid: int) -> str:
         try:
             target = os.readlink(f"/proc/{pid}/fd/0")
@@ -493,9 +503,8 @@ class Scenario:
         before = self.latest()
         for _, name, _ in self.each():
             self.delete(name)
-            seen = kill_server_during(self.cluster, self.ns, name, "mysqldump",
-                                      in_progress=dump_in_progress(self.ns, name))
-            print(f"  killed the server of {name} during its dump ({seen})")
+            seen = kill_servers_during(self.cluster, self.ns, "mysqldump", {name: dump_in_progress(self.ns, name)})
+            print(f"  killed the server of {name} during its dump ({seen[name]})")
         self.cluster.wait_for(lambda: all(self.backup_completed(name) for name in self.names.values()),
                               timeout=600, what="the retried backup Jobs to complete", interval=0.5)
         kill_operator(self.operator, "the finalizers, right after the backup Jobs completed")
@@ -509,9 +518,10 @@ class Scenario:
         """7. Re-create with the server killed while the restore Job loads the backup: the
         restore is retried and completes; never Successful on partial data."""
         self.create()
-        for _, name, _ in self.each():
-            seen = kill_server_during(self.cluster, self.ns, name, "mysql", in_progress=load_in_progress(self.ns, name))
-            print(f"  killed the server of {name} during its restore ({seen})")
+        seen = kill_servers_during(self.cluster, self.ns, "mysql",
+                                   {name: load_in_progress(self.ns, name) for _, name, _ in self.each()})
+        for name, what in seen.items():
+            print(f"  killed the server of {name} during its restore ({what})")
         self.converge()
         for _, name, _ in self.each():
             restore = self.cluster.get("-n", self.ns, "job", f"{name}-restore")["status"]
