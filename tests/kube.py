@@ -60,6 +60,6 @@ def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str
     if wait_for_server:
         client = (f"for i in $(seq 60); do mysqladmin -h {host} -u{user} ping >/dev/null 2>&1 && break; "
                   f"sleep 2; done; exec {client}")
-    env = [{"name": "SQL", "value": sql},
+    env: list[dict[str, Any]] = [{"name": "SQL", "value": sql},
            {"name": "MYSQL_PWD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}]
     return shell_job(namespace, name, client, env=env, labels=labels, image=image)

@@ -173,7 +173,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
         metrics_address=bind_address(constants.ENV_METRICS, env.get(constants.ENV_METRICS, '')),
         defaults=watches.Defaults(
             max_concurrent_reconciles=_integer(
-                env, constants.ENV_MAX_CONCURRENT_RECONCILES, watches.available_cpus(), 1),
+                env, constants.ENV_MAX_CONCURRENT_RECONCILES,
+                constants.DEFAULT_MAX_CONCURRENT_RECONCILES, 1),
             reconcile_period=_duration(env, constants.ENV_RECONCILE_PERIOD, 0.0),
             inject_owner_ref=_boolean(env, constants.ENV_INJECT_OWNER_REF, True),
         ),

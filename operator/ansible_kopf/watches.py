@@ -30,8 +30,8 @@ so that users can move between the two tools:
     Default **true** here (the SDK defaults to false): every string from the object reaches
     Ansible as an unsafe value, so that ``{{ ... }}`` typed into a spec is never templated.
 ``maxConcurrentReconciles``
-    Runs of this kind at the same time (default ``--max-concurrent-reconciles``, else the
-    CPU count, as in the SDK); the process-wide bound still applies.
+    Runs of this kind at the same time (default ``--max-concurrent-reconciles``, else 1); the
+    process-wide bound still applies.
 ``maxRunnerArtifacts``
     Artifact directories kept per object (default ``MAX_RUNNER_ARTIFACTS``, else 20).
 ``selector``
@@ -174,19 +174,10 @@ class Watch:
         return f"{self.group}/{self.version}/{self.kind}"
 
 
-def available_cpus() -> int:
-    """The SDK's default for ``--max-concurrent-reconciles`` (Go's ``runtime.NumCPU``): the
-    CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 @dataclasses.dataclass(frozen=True)
 class Defaults:
     """Values for the keys an entry leaves out (the operator's flags and environment)."""
-    max_concurrent_reconciles: int = dataclasses.field(default_factory=available_cpus)
+    max_concurrent_reconciles: int = constants.DEFAULT_MAX_CONCURRENT_RECONCILES
     reconcile_period: float = 0.0  # absent or 0 in an entry: this (0: no periodic runs)
     inject_owner_ref: bool = True
 

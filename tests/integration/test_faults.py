@@ -199,20 +199,20 @@ def kill_servers_during(cluster: harness.Cluster, ns: str, program: str,
             if pods.get(name) is None or time.monotonic() - looked_up[name] > 5:
                 pods[name], looked_up[name] = server_pod(cluster, ns, name), time.monotonic()
         for pid, argv in oh.processes():
-            name = next((n for n, host in hosts.items() if n not in seen and client_of(argv, host, program)), None)
-            pod = pods.get(name) if name else None
-            if name is None or pod is None or "-e" in argv or not in_progress[name](pid):
+            client = next((n for n, host in hosts.items() if n not in seen and client_of(argv, host, program)), None)
+            pod = pods.get(client) if client else None
+            if client is None or pod is None or "-e" in argv or not in_progress[client](pid):
                 continue
             server = server_pid(pod)
-            now = in_progress[name](pid)  # again, right before the kill: still mid-way
+            now = in_progress[client](pid)  # again, right before the kill: still mid-way
             if server is None or not now:
-                looked_up[name] = 0.0  # the pod was replaced (look it up again) or the client is done
+                looked_up[client] = 0.0  # the pod was replaced (look it up again) or the client is done
                 continue
             os.kill(server, signal.SIGKILL)
             cluster.kubectl("-n", ns, "delete", "pod", pod["metadata"]["name"], "--grace-period=0", "--force",
                             "--wait=false", check=False)
             Stats.server_kills += 1
-            seen[name] = now
+            seen[client] = now
         time.sleep(0.02)
     missed = sorted(hosts.keys() - seen.keys())
     assert not missed, f"{program} never ran mid-way against {', '.join(hosts[n] for n in missed)} within {timeout:.0f}s"

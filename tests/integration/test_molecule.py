@@ -10,8 +10,10 @@ own. Molecule's output is printed when it fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -84,14 +86,17 @@ def runs(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
             output = tmp_path / "molecule.log"
             with output.open("wb") as out:
                 process = subprocess.Popen([_molecule(), "test", "-s", scenario], cwd=REPO / project, env=env,
-                                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                           start_new_session=True)  # its group: molecule and its ansible-playbooks
             started[project, scenario] = Run(project, scenario, env, output, process, time.monotonic())
         yield started
     finally:
         for run in started.values():
             if run.process.poll() is None:
-                # killed mid-sequence (a timeout or an interrupted session): its own cleanup never ran
-                run.process.kill()
+                # killed mid-sequence (a timeout or an interrupted session): its own cleanup never ran;
+                # its ansible-playbook children go with it (killing molecule alone left them running)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.process.pid, signal.SIGKILL)
                 run.process.wait()
                 subprocess.run([_molecule(), "destroy", "-s", run.scenario], cwd=REPO / run.project, env=run.env,
                                capture_output=True, timeout=600, check=False)

@@ -39,7 +39,7 @@ def test_minimal_entry_gets_the_documented_defaults(tree: pathlib.Path) -> None:
     assert watch.finalizer is None
     assert watch.snake_case_parameters is True
     assert watch.mark_unsafe is True  # the SDK's default is false; ours is true
-    assert watch.max_concurrent_reconciles == watches.available_cpus()  # the SDK's runtime.NumCPU
+    assert watch.max_concurrent_reconciles == 1
     assert watch.max_runner_artifacts == 20
     assert watch.match_labels == {}
     assert watch.roles_path == (tree / 'roles',)
@@ -176,8 +176,8 @@ def test_per_kind_environment_variables_as_in_the_sdk(
         'MAX_CONCURRENT_RECONCILES_MYSQL_OTUS_HOMEWORK': '5',
         'ANSIBLE_VERBOSITY_MYSQL_OTUS_HOMEWORK': '3'})
     assert (mysql.max_concurrent_reconciles, mysql.verbosity) == (5, 3)
-    assert (backup.max_concurrent_reconciles, backup.verbosity) == (watches.available_cpus(), None)
-    assert secret.max_concurrent_reconciles == watches.available_cpus()
+    assert (backup.max_concurrent_reconciles, backup.verbosity) == (1, None)
+    assert secret.max_concurrent_reconciles == 1
     for name, value in (('MAX_CONCURRENT_RECONCILES_MYSQL_OTUS_HOMEWORK', '0'),
                         ('ANSIBLE_VERBOSITY_MYSQL_OTUS_HOMEWORK', '8'),
                         ('ANSIBLE_VERBOSITY_MYSQL_OTUS_HOMEWORK', 'lots')):
