@@ -37,6 +37,7 @@ import urllib3
 import yaml
 
 from ansible_kopf import summary
+from tests import reads
 
 REPO = Path(__file__).resolve().parents[1]
 # The local cluster's (cluster/lib/control_plane.sh): write requests only, one JSON event a line.
@@ -99,6 +100,12 @@ class Cluster:
         self.kubectl(*args, stdin=manifest)
 
     def get(self, *args: str) -> Any:
+        """``kubectl get <args> -o json``, parsed; the simple forms read in-process (:mod:`tests.reads`)."""
+        request = reads.parse(args)
+        if request is not None:
+            found = self.reader.get(request)
+            if found is not None:
+                return found
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
     def wait_ready(self) -> None:
@@ -133,6 +140,10 @@ class Cluster:
             config_file=self.kubeconfig, client_configuration=configuration)
         configuration.connection_pool_maxsize = 32  # the benchmark creates from 16 threads
         return kubernetes.client.ApiClient(configuration)
+
+    @functools.cached_property
+    def reader(self) -> reads.Reader:
+        return reads.Reader(self.api)
 
     @functools.cached_property
     def core(self) -> kubernetes.client.CoreV1Api:

@@ -25,10 +25,10 @@ What is kept:
 with ``{"censored": ...}`` inside the Ansible process, but ansible-core 2.19 still prints
 the failure's message (``[ERROR]: Task failed: Action failed: <msg>``) in the event's
 ``stdout`` text, e.g. for ``ansible.builtin.fail`` with a password in ``msg``. The collector
-replaces the ``stdout`` of every event whose result is censored before ansible-runner
-writes it (ansible-runner writes the very dict it handed to the ``event_handler``, both to
-``job_events/`` and to the ``stdout`` artifact), so the text reaches neither the disk nor
-the log.
+replaces the ``stdout`` of every event whose result is censored before it is written
+(the very dict handed to the ``event_handler`` is what goes to ``job_events/``, see
+:class:`ansible_kopf.runner.EventFiles`, and to ansible-runner's ``stdout`` artifact), so the
+text reaches neither the disk nor the log.
 
 What is logged (``ANSIBLE_LOG_EVENTS``): ``Tasks`` (default) logs each task result with
 its name at INFO (skips at DEBUG; ``done (no_log)`` instead of ok/changed for a censored

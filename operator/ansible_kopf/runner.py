@@ -22,7 +22,8 @@ ansible-runner's ``command`` file, which records the operator's environment vari
 Every run is prepared by ansible-runner (``init_runner``) alike; the launcher
 (``Settings.launcher``, see :mod:`launchers`) decides how its process starts (cold, or
 forked by a warm server), which interpreter the inventory names, and how the process is
-stopped. Events, artifacts, status and rc remain ansible-runner's.
+stopped. Events, artifacts, status and rc remain ansible-runner's; only the writing of
+``job_events/`` files is done here (:class:`EventFiles`: the same files, written faster).
 
 The run itself is blocking; :func:`run_async` moves it to a thread and, if the awaiting
 task is cancelled (operator shutdown), stops the run (the launcher's cancellation) and
@@ -31,6 +32,7 @@ waits until it has stopped.
 import asyncio
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import pathlib
@@ -161,6 +163,35 @@ def envvars(job: Job, settings: Settings, environ: Mapping[str, str]) -> dict[st
     return result
 
 
+class EventFiles:
+    """
+    The run's ``event_handler``: hands each event to the collector, then writes it to
+    ``job_events/<counter>-<uuid>.json`` in the run's artifacts, as ansible-runner does
+    (mode 0600, through a ``.tmp`` file renamed into place), and tells ansible-runner not
+    to write it again. Why: ansible-runner streams the dict with ``json.dump``, the pure
+    Python encoder, one small write at a time; that was the operator process's largest
+    cost (about 5 ms an event, over a third of its CPU in the operator tests), and
+    ``json.dumps`` (the C encoder) writes the same JSON at a fraction of it.
+    """
+
+    def __init__(self, collector: events.Collector) -> None:
+        self.collector = collector
+        self.directory: pathlib.Path | None = None  # the run's job_events/, once known
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        if self.collector(event) and self.directory is not None and 'uuid' in event:
+            final = self.directory / f"{event['counter']}-{event['uuid']}.json"
+            temporary = final.with_name(final.name + '.tmp')
+            try:
+                descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(descriptor, 'w', encoding='utf-8') as file:
+                    file.write(json.dumps(event))
+                temporary.rename(final)
+            except OSError as e:  # as ansible-runner: a lost event file does not fail the run
+                logger.debug(f"could not write the event file {final}: {e}")
+        return False
+
+
 def new_ident() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
@@ -170,6 +201,7 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
     ident = new_ident()
     collector = events.Collector(logger=ansible_logger, label=job.label,
                                  log_events=settings.log_events)
+    event_files = EventFiles(collector)
     env_dir = job.private_data_dir / 'env'
     env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     variables = env_dir / 'extravars'  # ansible-runner passes it as `-e @<path>`
@@ -193,10 +225,11 @@ def run(job: Job, settings: Settings, *, cancel: threading.Event | None = None) 
                 quiet=True,  # do not echo Ansible's output to our stdout; the collector logs it
                 suppress_env_files=True,  # no env/envvars etc. written from our arguments
                 fact_cache_type='memory',  # no facts cached into the artifacts
-                event_handler=collector,
+                event_handler=event_files,
                 cancel_callback=launcher.cancel(cancel, lambda: collector.controller_pid),
             )
             launcher.prepare(result.config)
+            event_files.directory = pathlib.Path(result.config.artifact_dir) / 'job_events'
             result.run()
             status, rc = str(result.status), (result.rc if result.rc is not None else -1)
         except Exception as e:  # a broken run must not break the operator: report it as failed

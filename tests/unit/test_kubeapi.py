@@ -1,6 +1,7 @@
 """kubeapi.path: where the operator reads a watched object and patches its status."""
 
 import kopf
+import pytest
 
 from ansible_kopf import kubeapi
 
@@ -22,3 +23,28 @@ def test_a_cluster_scoped_kind_has_no_namespace() -> None:
     assert kubeapi.path(nodes, namespace=None, name='n1') == '/api/v1/nodes/n1'
     assert (kubeapi.path(crds, namespace=None, name='x.y')
             == '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x.y')
+
+
+def test_the_authorization_is_refreshed_at_most_once_per_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kubernetes.client.Configuration's auth_settings() runs the refresh hook (the kubeconfig
+    # re-read) on every call; the proxy asks for the header on every request.
+    tokens = iter(['Bearer one', 'Bearer two'])
+
+    class Configuration:
+        host, verify_ssl, cert_file = 'https://api:6443/', False, None
+        calls = 0
+
+        def auth_settings(self) -> dict[str, dict[str, str]]:
+            self.calls += 1
+            return {'BearerToken': {'value': next(tokens)}}
+
+    clock = [100.0]
+    monkeypatch.setattr(kubeapi.time, 'monotonic', lambda: clock[0])
+    configuration = Configuration()
+    upstream = kubeapi.upstream_of(configuration)
+    assert upstream.host == 'https://api:6443'
+    assert [upstream.authorization() for _ in range(50)] == ['Bearer one'] * 50
+    assert configuration.calls == 1
+    clock[0] += kubeapi.AUTHORIZATION_TTL
+    assert upstream.authorization() == 'Bearer two'  # a rotated token is read once the TTL is over
+    assert configuration.calls == 2

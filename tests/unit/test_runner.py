@@ -109,6 +109,22 @@ def test_successful_run_keeps_literals_and_leaves_no_secret_on_disk(tree: pathli
         assert 'uid=' not in content, path
 
 
+def test_every_event_is_written_to_job_events_as_ansible_runner_names_it(
+        tree: pathlib.Path, settings: runner.Settings) -> None:
+    # runner.EventFiles writes them in ansible-runner's place: same names, content, mode.
+    job = make_job(tree, make_watch(tree, watches.Target(type='role', path=tree / 'roles' / 'demo')))
+    outcome = runner.run(job, settings)
+    directory = job.private_data_dir / 'artifacts' / outcome.ident / 'job_events'
+    files = sorted(directory.iterdir(), key=lambda p: int(p.name.split('-')[0]))
+    events = [json.loads(p.read_text()) for p in files]
+    assert [p.name for p in files] == [f"{e['counter']}-{e['uuid']}.json" for e in events]
+    assert [e['counter'] for e in events] == list(range(1, len(events) + 1))  # none lost
+    assert {e['runner_ident'] for e in events} == {outcome.ident}
+    assert {p.stat().st_mode & 0o777 for p in files} == {0o600}
+    assert events[0]['event'] == 'playbook_on_start' and events[-1]['event'] == 'playbook_on_stats'
+    assert sum(e['event'] == 'runner_on_ok' for e in events) == outcome.counts.ok
+
+
 def test_without_marking_ansible_would_evaluate_the_spec(tree: pathlib.Path, settings: runner.Settings) -> None:
     # The control for the test above: the danger is real under this ansible-core.
     watch = make_watch(tree, watches.Target(type='role', path=tree / 'roles' / 'demo'),
