@@ -5,9 +5,12 @@ minikube, a real cluster); otherwise it brings up the local single-node cluster
 (`cluster/cluster.sh up`, a no-op when it already runs) and uses its kubeconfig.
 `namespace` gives each test a fresh namespace and deletes it afterwards.
 
-`make test` runs most of the suite in two pytest-xdist workers (hack/test.sh,
+`make test` runs most of the suite in three pytest-xdist workers (hack/test.sh,
 `--dist loadfile`): one worker runs a module whole, so its module fixtures, operators and
-servers are set up once. The workers' suite figures are summed here.
+servers are set up once. The slowest modules are handed out first (:data:`SLOWEST_FIRST`,
+with `--no-loadscope-reorder`, which keeps this order instead of xdist's most-tests-first):
+a long module that starts last would run on alone at the end. The workers' suite figures
+are summed here, and the summary says when each long module ran, in which worker.
 """
 
 from __future__ import annotations
@@ -30,6 +33,19 @@ REPO = Path(__file__).resolve().parent.parent
 LOCK = Path(tempfile.gettempdir()) / "mysql-operator-cluster-up.lock"  # one worker brings it up
 
 
+# The longest modules of make test, longest first (about 24, 13, 12, 7 and 2.5 minutes of one
+# worker on 2026-11-26): the order they are handed out in.
+SLOWEST_FIRST = ("tests/integration/test_operator.py", "tests/integration/test_faults.py",
+                 "tests/integration/test_backups.py", "tests/integration/test_molecule.py",
+                 "tests/integration/test_bad_input.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest modules first, the others in their order (a stable sort)."""
+    rank = {module: i for i, module in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
     """Keep each phase's report on the test item, so fixtures can tell a failed test."""
@@ -50,10 +66,33 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     figures.FIGURES.update(getattr(node, "workeroutput", {}).get("figures", {}))
 
 
+# module -> [worker, first start, last stop] of its reports (in the xdist controller, all workers')
+SPANS: dict[str, list[Any]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Note when each test module ran, and in which worker: where the time budget goes."""
+    module = report.nodeid.split("::")[0]
+    node = getattr(report, "node", None)
+    worker = node.gateway.id if node is not None else "-"
+    span = SPANS.setdefault(module, [worker, report.start, report.stop])
+    span[1], span[2] = min(span[1], report.start), max(span[2], report.stop)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The figures of the fault, bad-input and leak-scan tests (tests/figures.py)."""
+    """The figures of the fault, bad-input and leak-scan tests (tests/figures.py); the
+    modules that took 30 s or more, in the order they started, with their worker."""
     if figures.line():
         terminalreporter.write_line(figures.line())
+    if not SPANS:
+        return
+    first = min(start for _, start, _ in SPANS.values())
+    long = sorted((start, module, worker, stop) for module, (worker, start, stop) in SPANS.items()
+                  if stop - start >= 30)
+    if long:
+        terminalreporter.write_line("modules of 30 s or more (worker, from the first test's start, span):")
+    for start, module, worker, stop in long:
+        terminalreporter.write_line(f"  {worker:>4} {start - first:7.0f}s {stop - start:6.0f}s  {module}")
 
 
 @pytest.fixture(scope="session")

@@ -80,6 +80,27 @@ def test_retention_finishes_an_interrupted_prune_but_never_takes_the_newest_good
     assert names(backups.excess(ordered, 5, [])) == ["g1"]
 
 
+def test_the_latest_marker_never_moves_back_past_a_newer_running_record() -> None:
+    older, newer = record("older", "2026-01-01T00:00:00Z"), record("newer", "2026-01-02T00:00:00Z")
+    running = record("newer", "2026-01-02T00:00:00Z", state="", verified="")
+    # the finalizer named the backup taken at deletion the latest; its record is not settled
+    view = backups.by_age([older, running], "older", "Complete", {"type": "Verified", "status": "True"}, {})
+    assert [r["good"] for r in view] == [False, True]
+    assert backups.latest(view, "newer.sql") == {}
+    assert backups.latest(view, "")["file"] == "older.sql"  # no marker yet
+    # settled, its own run names it; nothing else moves the marker back
+    settled = backups.by_age([older, newer], "", "", {}, {})
+    assert backups.latest(settled, "older.sql")["file"] == "newer.sql"
+    assert backups.latest(settled, "newer.sql")["file"] == "newer.sql"
+    # bad after all (verification failed): the older good one becomes the latest again
+    bad = record("newer", "2026-01-02T00:00:00Z", verified="False")
+    assert backups.latest(backups.by_age([older, bad], "", "", {}, {}), "newer.sql")["file"] == "older.sql"
+    # a running record older than the newest good one does not hold the marker
+    stale = record("stale", "2025-12-31T00:00:00Z", state="", verified="")
+    assert backups.latest(backups.by_age([older, stale], "", "", {}, {}), "stale.sql")["file"] == "older.sql"
+    assert backups.latest(backups.by_age([running], "", "", {}, {}), "") == {}  # nothing good yet
+
+
 @pytest.mark.parametrize(("schedule", "after", "expected"), [
     ("* * * * *", "2026-11-24T15:30:20Z", "2026-11-24T15:31:00Z"),
     ("0 3 * * *", "2026-11-24T15:30:00Z", "2026-11-25T03:00:00Z"),

@@ -1,7 +1,7 @@
 """Filters over an instance's backups, for the mysql role (its status and schedule) and the
 mysql_backup role (retention): the records newest first as retention sees them
-(`mysql_backup_by_age`), those retention removes (`mysql_backup_excess`), and when a cron
-schedule fires next (`mysql_cron_next`).
+(`mysql_backup_by_age`), the one to name the latest (`mysql_backup_latest`), those retention
+removes (`mysql_backup_excess`), and when a cron schedule fires next (`mysql_cron_next`).
 """
 
 from __future__ import annotations
@@ -65,6 +65,25 @@ def by_age(records: Any, name: str, state: str, verified: Any, dump: Any) -> lis
             "completionTime": str(finished or metadata.get("creationTimestamp") or ""),
         })
     return sorted(result, key=lambda r: (r["completionTime"], r["name"]), reverse=True)
+
+
+def latest(records: Any, current: str) -> dict[str, Any]:
+    """The record to name the latest backup, from ``records`` (mysql_backup_by_age, newest
+    first) and the file the marker names now: the newest good one, unless the marker names
+    a record that is still running and newer than it. The finalizer names the backup taken
+    at deletion the latest as soon as its dump completed, before that record's own run
+    settled it; the run of an older record, reading it as running, must not move the marker
+    back (a re-created instance would restore the older backup). Once the newer record is
+    settled its own run moves the marker: to itself, or back if it is bad. ``{}``: leave
+    the marker as it is."""
+    records = list(records or [])
+    good = [r for r in records if r["good"]]
+    if not good:
+        return {}
+    marked = next((r for r in records if r["file"] == current), None)
+    if marked is not None and marked["running"] and records.index(marked) < records.index(good[0]):
+        return {}
+    return dict(good[0])
 
 
 def excess(records: Any, keep: int, in_use: Any) -> list[dict[str, Any]]:
@@ -142,5 +161,6 @@ class FilterModule:
         return {
             "mysql_backup_by_age": by_age,
             "mysql_backup_excess": excess,
+            "mysql_backup_latest": latest,
             "mysql_cron_next": cron_next,
         }

@@ -75,13 +75,20 @@ fi
 (set +e; mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" \
    > "$tmp" 2> "$work/dump.err"; echo $? > "$work/dump.rc") &
 dump_pid=$!
-waited=0
+waited=0 misses=0
 while :; do
-  started=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.INNODB_TRX AS t
+  # a failed look (a connection refused or timed out on a loaded node) is tried again; ten
+  # in a row fail the backup, with the client's own words
+  if started=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.INNODB_TRX AS t
       JOIN information_schema.PROCESSLIST AS p ON p.ID = t.trx_mysql_thread_id
       WHERE p.USER = 'root' AND t.trx_mysql_thread_id > $lock_id
-        AND t.trx_mysql_thread_id <> CONNECTION_ID()") || fail "could not read the server's transactions"
-  [ "$started" -eq 0 ] || break
+        AND t.trx_mysql_thread_id <> CONNECTION_ID()" 2> "$work/look.err"); then
+    misses=0
+    [ "$started" -eq 0 ] || break
+  else
+    misses=$((misses + 1))
+    [ "$misses" -lt 10 ] || fail "could not read the server's transactions: $(tail -n 2 "$work/look.err")"
+  fi
   [ ! -f "$work/dump.rc" ] || break
   [ "$waited" -lt 600 ] || fail "mysqldump did not open its snapshot within 60s"
   sleep 0.1
