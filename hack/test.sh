@@ -33,7 +33,7 @@ if [ -z "${KUBECONFIG:-}" ] && [ $# -eq 0 ]; then
   ./images/operator/build.sh import
 fi
 if [ $# -gt 0 ]; then
-  exec pytest -ra --durations=25 -n 3 --dist loadfile --no-loadscope-reorder "$@"
+  exec pytest -ra --durations=25 -n 2 --dist loadfile --no-loadscope-reorder "$@"
 fi
 # Alone first, one after the other: what runs an operator on every namespace (the README's
 # `make run`; the in-cluster operator as `kubectl apply -k deploy/` installs it), which
@@ -43,6 +43,6 @@ alone=(tests/integration/test_00_readme_commands.py tests/integration/test_in_cl
        tests/integration/test_rbac.py)
 echo ">> pytest ${alone[*]} (alone)"
 pytest -ra --durations=5 -n 0 "${alone[@]}"
-echo ">> pytest (three workers: each test module runs whole in one, the slowest first; see tests/conftest.py)"
+echo ">> pytest (two workers: each test module runs whole in one, the slowest first; see tests/conftest.py)"
 # the slowest tests: where the time budget goes
-exec pytest -ra --durations=25 -n 3 --dist loadfile --no-loadscope-reorder "${alone[@]/#/--ignore=}"
+exec pytest -ra --durations=25 -n 2 --dist loadfile --no-loadscope-reorder "${alone[@]/#/--ignore=}"

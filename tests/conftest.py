@@ -5,7 +5,7 @@ minikube, a real cluster); otherwise it brings up the local single-node cluster
 (`cluster/cluster.sh up`, a no-op when it already runs) and uses its kubeconfig.
 `namespace` gives each test a fresh namespace and deletes it afterwards.
 
-`make test` runs most of the suite in three pytest-xdist workers (hack/test.sh,
+`make test` runs most of the suite in two pytest-xdist workers (hack/test.sh,
 `--dist loadfile`): one worker runs a module whole, so its module fixtures, operators and
 servers are set up once. The slowest modules are handed out first (:data:`SLOWEST_FIRST`,
 with `--no-loadscope-reorder`, which keeps this order instead of xdist's most-tests-first):
@@ -34,7 +34,7 @@ LOCK = Path(tempfile.gettempdir()) / "mysql-operator-cluster-up.lock"  # one wor
 
 
 # The longest modules of make test, longest first (about 24, 13, 12, 7 and 2.5 minutes of one
-# worker on 2026-11-26): the order they are handed out in.
+# of two workers on 2026-11-26): the order they are handed out in.
 SLOWEST_FIRST = ("tests/integration/test_operator.py", "tests/integration/test_faults.py",
                  "tests/integration/test_backups.py", "tests/integration/test_molecule.py",
                  "tests/integration/test_bad_input.py")
