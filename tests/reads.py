@@ -121,16 +121,20 @@ class Reader:
 
     def kind(self, resource: str) -> Kind | None:
         """What kubectl would take ``resource`` (``name`` or ``name.group``) to mean."""
-        for fresh in (False, True):
+        discovered = False
+        while True:
             with self.lock:
-                if self.kinds is None or fresh:
-                    self.kinds = self._discover()
+                if self.kinds is None:
+                    self.kinds, discovered = self._discover(), True
                 kinds = self.kinds
             for kind in kinds:
                 if resource in kind.names or any(
                         resource == f"{n}.{kind.group}" for n in kind.names if kind.group):
                     return kind
-        return None
+            if discovered:  # what the server serves now: kubectl will say what it says
+                return None
+            with self.lock:
+                self.kinds = None  # a miss on an older discovery: read it again, once
 
     def get(self, request: Get) -> Any | None:
         """The JSON kubectl would print for ``request``; ``None`` when kubectl should answer."""
