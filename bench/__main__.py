@@ -640,6 +640,7 @@ def main() -> int:
     cluster.install_crd(REPO / 'deploy' / 'crd.yml')
     context = {'started': now_utc().isoformat(timespec='seconds'),
                'loadavg_at_start': harness.loadavg(), 'cpus': os.cpu_count(),
+               'calibration_at_start': harness.calibration(),
                'other_python_processes': harness.count_processes(
                    'pytest|ansible-playbook|ansible_kopf')}
     results: dict[str, Any] = {}
@@ -652,6 +653,7 @@ def main() -> int:
         if not args.keep:
             clean_up(cluster, created)
     context['loadavg_at_end'] = harness.loadavg()
+    context['calibration_at_end'] = harness.calibration()
     save(results, context)
     write_outputs(results, context, args.many)
     return 0

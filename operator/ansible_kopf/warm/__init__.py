@@ -18,6 +18,10 @@ module          runs in                     owns
 ``preloads``    a server process            what a server imports before it forks
 ``entry``       the operator                how a fresh Python finds this package
 ``files``       the operator                files rewritten only when they change
+``templates``   a playbook server and its   compiled Jinja templates kept in files
+                runs and task workers       between runs
+``waits``       a playbook server and its   a run's controller woken by its tasks'
+                runs                        results instead of polling for them
 ==============  ==========================  =============================================
 
 One reconcile through it (the operator side is :mod:`ansible_kopf.launchers`):

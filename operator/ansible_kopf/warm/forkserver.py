@@ -3,8 +3,9 @@ A warm Ansible server, in a process of its own: it has imported, once, what ever
 would import, and forks one child per request. Started and stopped by :mod:`pool`
 (``python -P -c <entry> --flavour ...``, see :mod:`entry`); reached through
 :mod:`client`; speaks :mod:`wire`. It imports no operator code besides :mod:`wire`,
-:mod:`preloads` (what it imports before forking) and :mod:`child` (what a child does),
-and no kopf.
+:mod:`preloads` (what it imports before forking), :mod:`templates` (compiled templates
+kept between runs), :mod:`waits` (how a run waits for its tasks) and :mod:`child` (what a
+child does), and no kopf.
 
 Two flavours (:class:`Flavour`):
 
@@ -19,6 +20,8 @@ Two flavours (:class:`Flavour`):
     started with, apart from :data:`wire.PER_RUN` variables (``AWX_ISOLATED_DATA_DIR``,
     ``K8S_AUTH_KUBECONFIG``), and whose configuration file is the same; any other
     request's child ``exec``\\ s the real ``ansible-playbook`` (correct, just not faster).
+    Its runs wait for their tasks' results without polling (:mod:`waits`); with
+    ``--templates DIR`` they keep compiled Jinja templates there (:mod:`templates`).
 
 ``module``
     Imports what a kubernetes.core module imports (``ansible.module_utils.basic``,
@@ -63,7 +66,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from ansible_kopf.warm import child, preloads, wire
+from ansible_kopf.warm import child, preloads, templates, waits, wire
 
 KILL_GRACE: Final = 10.0
 RECEIVE_TIMEOUT: Final = 30.0  # for a request's bytes once its connection is readable
@@ -144,8 +147,9 @@ def _valid(flavour: Flavour, request: dict[str, Any], fds: list[int]) -> bool:
 class ForkServer:
     """The accept/fork/reap loop; single-threaded, so forking is safe."""
 
-    def __init__(self, path: str, flavour: Flavour) -> None:
+    def __init__(self, path: str, flavour: Flavour, templates: str | None = None) -> None:
         self.flavour = flavour
+        self.templates = templates  # where compiled Jinja templates are kept (playbook)
         self.path = path
         self.pid = os.getpid()
         self.base_env = dict(os.environ)
@@ -179,6 +183,10 @@ class ForkServer:
         else:
             missing = preloads.preload(preloads.PLAYBOOK_PRELOAD)
             missing += preloads.load_playbook_plugins()
+            if waits.install() is None:
+                missing.append('waits')  # ansible.plugins.strategy is not of the expected shape
+            if self.templates is not None:
+                templates.install(self.templates)
             manager = importlib.import_module('ansible.config.manager')
             self.config_file = manager.find_ini_config_file()
         gc.collect()
@@ -347,9 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--socket', required=True)
     parser.add_argument('--flavour', type=Flavour, choices=list(Flavour), required=True)
     parser.add_argument('--parent', type=int, default=os.getppid())
+    parser.add_argument('--templates', help='directory of compiled Jinja templates (playbook)')
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the operator's Ctrl-C stops us through it
-    server = ForkServer(args.socket, args.flavour)
+    server = ForkServer(args.socket, args.flavour, args.templates)
     signal.signal(signal.SIGTERM, server.stop)
     missing = server.warm_up()
     print(f"ready {os.getpid()} missing={','.join(missing) or '-'}", flush=True)

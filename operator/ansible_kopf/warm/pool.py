@@ -65,6 +65,7 @@ SOCKET_PATH_MAX: Final = 107  # bytes: sockaddr_un.sun_path is 108 with the fina
 SHEBANG_MAX: Final = 127  # bytes of "#!interpreter arg" that every Linux kernel reads
 _LONGEST_SOCKET: Final = 'playbook-0123456789abcdef.sock'
 MODULE_SLOT: Final = 'module'
+TEMPLATES: Final = 'templates'  # the playbook servers' compiled Jinja templates, in the directory
 
 
 class ServerProcess:
@@ -260,7 +261,8 @@ class Pool:
     The warm servers of one operator process (thread-safe: runs call it from threads).
 
     ``directory`` holds the servers' logs (``*.log``: their stderr, never a run's output)
-    and the interpreter script; the sockets too, unless their paths would be too long for
+    the interpreter script and the playbook servers' compiled Jinja templates (``templates/``,
+    :mod:`templates`); the sockets too, unless their paths would be too long for
     ``AF_UNIX`` there: then they go to a private directory under the temporary directory.
     The pool makes ``directory`` private to the user (mode 0700): whoever can reach a
     socket can have ansible-playbook run as the operator.
@@ -393,7 +395,9 @@ class Pool:
         try:
             process = subprocess.Popen(  # noqa: S603
                 [*entry.server(self.python), '--flavour', slot.flavour.value,
-                 '--socket', str(slot.socket), '--parent', str(os.getpid())],
+                 '--socket', str(slot.socket), '--parent', str(os.getpid()),
+                 *(['--templates', str(self.directory / TEMPLATES)]
+                   if slot.flavour is Flavour.PLAYBOOK else [])],
                 env=slot.env, cwd=self.directory, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         finally:

@@ -179,6 +179,27 @@ def test_warm_and_cold_runs_agree(tree: pathlib.Path, pool: Pool, kind: str,
         assert cold['again']['changed'] is False
 
 
+def test_runs_keep_compiled_templates_for_the_next_ones(tree: pathlib.Path, pool: Pool) -> None:
+    """The role's templates are compiled by the first warm run only (warm.templates); the
+    store holds code of the role's sources, never a value such as the password."""
+    store = pool.directory / pool_module.TEMPLATES
+
+    def demo(label: str) -> set[str]:
+        out = tree / 'out' / label
+        out.mkdir()
+        job = make_job(tree, role(tree, 'demo', vars={'out_dir': str(out)}),
+                       workdir=tree / 'work', label=label)
+        outcome = runner.run(job, warm_settings(tree, pool))
+        assert outcome.successful, outcome.message
+        assert (out / 'database.txt').read_text() == runs.INJECTION  # as written, not run
+        return {p.name for p in store.iterdir()}
+
+    first = demo('first')
+    assert first
+    assert demo('second') == first  # nothing compiled anew
+    assert not any(PASSWORD.encode() in (store / name).read_bytes() for name in first)
+
+
 # --- servers that die, fail or cannot be reached ---
 
 def assert_new_servers_serve(tree: pathlib.Path, pool: Pool, before: dict[str, list[int]],
