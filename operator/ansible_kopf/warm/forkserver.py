@@ -185,8 +185,8 @@ class ForkServer:
             missing += preloads.load_playbook_plugins()
             if waits.install() is None:
                 missing.append('waits')  # ansible.plugins.strategy is not of the expected shape
-            if self.templates is not None:
-                templates.install(self.templates)
+            if self.templates is not None and templates.install(self.templates) is None:
+                missing.append('templates')  # no jinja2, or the directory cannot be made
             manager = importlib.import_module('ansible.config.manager')
             self.config_file = manager.find_ini_config_file()
         gc.collect()

@@ -260,7 +260,7 @@ class Pool:
     """
     The warm servers of one operator process (thread-safe: runs call it from threads).
 
-    ``directory`` holds the servers' logs (``*.log``: their stderr, never a run's output)
+    ``directory`` holds the servers' logs (``*.log``: their stderr, never a run's output),
     the interpreter script and the playbook servers' compiled Jinja templates (``templates/``,
     :mod:`templates`); the sockets too, unless their paths would be too long for
     ``AF_UNIX`` there: then they go to a private directory under the temporary directory.

@@ -5,8 +5,8 @@ the runs it forks): woken by the result, instead of polling.
 ansible-core's strategy waits for a task's result in a loop that checks for it, then
 sleeps ``internal_poll_interval`` (1 ms by default) and checks again: about a thousand
 rounds per second of task, each one a look at every worker and at the results. That was
-about a third of a warm run controller's CPU in the bench role's runs (profiled
-2026-11-26). Its results thread already appends each result under a
+about a third of a warm run controller's CPU in the bench role's runs (cProfile on the CPU
+clock, 2026-11-26). Its results thread already appends each result under a
 ``threading.Condition`` that nobody waits on. :func:`install` makes that append notify the
 condition, and makes the strategy module's sleep of exactly ``internal_poll_interval``
 wait on it instead, for at most :data:`WAIT_CAP` seconds: a result ends the wait at once
