@@ -124,6 +124,9 @@ def test_a_core_kind_watch_runs_its_role_for_the_selected_objects(
                                                  check=False).returncode == 0,
                          timeout=120, what="the collection's role to run for the Secret", interval=1)
         assert cluster.get("-n", ns, "configmap", "token-seen-by-collection")["data"] == {"shade": "TOKEN"}
+        # the token's run logs its summary after the write seen above: wait for it
+        cluster.wait_for(lambda: "token" in {s.name for s in operator.summaries()}, timeout=60,
+                         what="the Secret's run to end", interval=0.5)
         assert sorted(s.name for s in operator.summaries()) == ["late", "picked", "token"], \
             "a run the selector excludes"
         for excluded in ("ignored", "draft"):
