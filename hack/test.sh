@@ -20,7 +20,7 @@ if ! command -v shellcheck >/dev/null; then
   echo ">> installing shellcheck (Debian package)"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; } >/dev/null
 fi
-shellcheck -x -P cluster cluster/cluster.sh cluster/lib/*.sh cluster/images/*.sh images/operator/*.sh hack/*.sh .ci/run
+shellcheck -x -P cluster cluster/cluster.sh cluster/lib/*.sh cluster/images/*.sh images/operator/*.sh hack/*.sh .ci/run bench/*.sh
 echo ">> lint passed"
 [ "${1:-}" = "--lint-only" ] && exit 0
 
