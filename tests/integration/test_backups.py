@@ -164,6 +164,55 @@ def test_an_on_demand_backup_taken_during_writes_is_verified_against_its_own_sna
         assert all(word in explained for word in words), explained
 
 
+def latest_backup(b: Backups, name: str) -> str:
+    claim = b.cluster.get("-n", b.ns, "pvc", f"{name}-backup")
+    return str(claim["metadata"].get("annotations", {}).get("otus.homework/latest-backup", ""))
+
+
+def test_a_backup_is_not_named_the_latest_over_a_claim_changed_since_its_run_read_it(backups: Backups) -> None:
+    """A backup's run names it the latest on the backup volume claim with a patch that holds
+    the claim's resourceVersion as the run read it: had the claim changed in between (the
+    finalizer naming the backup it took at deletion), the older "newest" would overwrite it.
+    Here another client changes the claim many times a second while the run settles: every
+    attempt is refused, the marker stays, and the run fails with a Warning event naming the
+    claim; once the claim is left alone the retried run names the backup."""
+    b = backups
+    name = SERVERS[0].name("bk")
+    claim, before, backup = f"{name}-backup", latest_backup(b, name), f"{name}-contended"
+    stop = threading.Event()
+    ticks = [0]
+
+    def tick() -> None:  # an annotation no run reads, changed every ~20 ms
+        while not stop.is_set():
+            ticks[0] += 1
+            b.cluster.core.patch_namespaced_persistent_volume_claim(
+                claim, b.ns, {"metadata": {"annotations": {"test.otus.homework/tick": str(ticks[0])}}})
+            time.sleep(0.02)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        b.cluster.apply(backup_object(b.ns, backup, name))
+
+        def refused() -> bool:
+            assert ticker.is_alive(), "the client changing the claim stopped"
+            assert latest_backup(b, name) == before, "the marker was written over a changed claim"
+            return any(claim in e["message"] and "changed between" in e["message"]
+                       for e in oh.warnings_about(b.cluster, b.ns, backup))
+
+        b.cluster.wait_for(refused, timeout=600, what=f"the run of {backup} to be refused the marker", interval=1)
+        assert latest_backup(b, name) == before
+    finally:
+        stop.set()
+        ticker.join()
+    b.cluster.kubectl("-n", b.ns, "annotate", "pvc", claim, "test.otus.homework/tick-")
+    b.cluster.wait_for(lambda: latest_backup(b, name) == f"{backup}.sql", timeout=300,
+                       what=f"{backup} to be named the latest once the claim is left alone", interval=1)
+    obj = wait_decided(b, backup)  # its status is written after the marker
+    assert obj["status"]["state"] == "Complete" and verified(obj) == "True", obj["status"]
+    assert ticks[0] > 100, ticks
+
+
 def test_a_re_created_instance_restores_the_backup_it_names(backups: Backups) -> None:
     """Rows written between two backups: the instance deleted (its backup taken and recorded
     as a MySQLBackup), then re-created with `restore_from: <the older>`, holds exactly the
