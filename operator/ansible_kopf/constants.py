@@ -52,7 +52,7 @@ METRICS_PATH: Final = '/metrics'
 # --- Names this operator puts on objects. ---
 # kopf's progress and diff-base annotations: <prefix>/<key>. A DNS-label prefix is valid.
 ANNOTATION_PREFIX: Final = 'ansible-kopf'
-# Used as kopf's finalizer when no watches entry declares one (kopf needs one for timers).
+# Used as kopf's finalizer when no watches entry declares one (kopf wants a name).
 DEFAULT_FINALIZER: Final = 'ansible-kopf/finalizer'
 
 # The SDK's per-object annotations: a run's verbosity, its artifacts kept, its own period.

@@ -84,7 +84,8 @@ class Outcome:
     custom_stats: Mapping[str, Any]
     ident: str
     duration: float  # seconds, wall time of the run
-    requeue_after: float | None = None  # seconds: requeue_after task, else the object's annotation
+    requeue_after: float | None = None  # seconds: requeue_after task, else the reconcile period
+    periodic: bool = False  # requeue_after is the reconcile period (annotation or watches entry)
     metrics: tuple[Mapping[str, Any], ...] = ()  # operator_sdk.util.osdk_metric results
 
     @property

@@ -9,13 +9,14 @@ observing resources after the start-up activities have finished). So both work::
     python -m ansible_kopf                 # production: see __main__
     kopf run -m ansible_kopf.handlers -A   # development: kopf's CLI flags apply
 
-Per entry: ``on.create``, ``on.update`` (spec changes only), ``on.resume`` and, with a
-``reconcilePeriod``, a timer all reconcile; with a ``finalizer``, ``on.delete`` runs the
-finalizer's role/playbook and keeps the object until it succeeds.
+Per entry: ``on.create``, ``on.update`` (spec changes only) and ``on.resume`` reconcile;
+with a ``finalizer``, ``on.delete`` runs the finalizer's role/playbook and keeps the object
+until it succeeds. A ``reconcilePeriod`` (or the object's reconcile-period annotation) is
+not a kopf timer: as in the SDK, a successful run requeues the object that long after it
+(:class:`Requeue`), so nothing of it is running or waiting when the object is deleted.
 
 kopf has one finalizer name per operator: the first ``finalizer.name`` in ``watches.yaml``
 (or ``ansible-kopf/finalizer`` if none) is used for all kinds; differing names are logged.
-kopf also puts it on objects with a timer, to stop the timer cleanly on deletion.
 
 Failures post a Warning event on the object with the failed task's message and are
 retried with exponential backoff (kopf keeps the retry count in an annotation).
@@ -93,7 +94,8 @@ async def reconcile(*, body: kopf.Body, resource: kopf.Resource, name: str,
     requeue = memo.get('requeue') if memo is not None else None
     if outcome is not None and outcome.requeue_after and isinstance(requeue, Requeue):
         requeue.later(dependents.OwnerKey(controller.watch.group, controller.watch.kind,
-                                          namespace, name), outcome.requeue_after)
+                                          namespace, name), outcome.requeue_after,
+                      PERIODIC if outcome.periodic else REQUEUED)
 
 
 async def resume(*, body: kopf.Body, resource: kopf.Resource, name: str,
@@ -116,13 +118,17 @@ async def finalize(*, body: kopf.Body, resource: kopf.Resource, name: str,
 DEPENDENT_CHANGED: Final = 'an object it owns changed, reconciling'
 DEPENDENT_STATUS_CHANGED: Final = "the status of an object it owns changed, reconciling"
 REQUEUED: Final = 'requeued by its last run (requeue_after), reconciling'
+PERIODIC: Final = 'its reconcile period has passed since its last run, reconciling'
 
 
 class Requeue:
     """
     Runs of a watched object's role that no kopf event starts: one of its dependents changed
     (the SDK requeues the owner), or its last run asked for another after a delay
-    (``operator_sdk.util.requeue_after``). At most one run per object waits for its turn: a
+    (``operator_sdk.util.requeue_after``), or its reconcile period has passed since its last
+    successful run. At most one delayed request per object is kept (a later one replaces it),
+    and a request for an object that is gone or being deleted runs nothing. At most one run
+    per object waits for its turn: a
     request while one waits adds none, a request while one runs queues one more. A failed
     run posts a Warning event and is tried again after the same backoff as kopf's retries.
     """
@@ -151,17 +157,19 @@ class Requeue:
         self._queue(change.owner, reason=f"{reason} ({change.kind} {change.name})"
                     if change.name else reason)
 
-    def later(self, owner: dependents.OwnerKey, delay: float) -> None:
+    def later(self, owner: dependents.OwnerKey, delay: float, reason: str = REQUEUED) -> None:
         """Run for ``owner`` again in ``delay`` seconds (replacing an earlier request)."""
         timer = self._timers.pop(owner, None)
         if timer is not None:
             timer.cancel()
         self._timers[owner] = asyncio.get_running_loop().call_later(
-            delay, self._queue, owner, REQUEUED)
+            delay, self._due, owner, reason)
+
+    def _due(self, owner: dependents.OwnerKey, reason: str) -> None:
+        self._timers.pop(owner, None)
+        self._queue(owner, reason)
 
     def _queue(self, owner: dependents.OwnerKey, reason: str) -> None:
-        if reason == REQUEUED:
-            self._timers.pop(owner, None)
         target = self._kinds.get((owner.group, owner.kind))
         if target is None or owner in self._waiting:
             return
@@ -194,7 +202,7 @@ class Requeue:
         if outcome is None or outcome.successful:
             self._retries.pop(owner, None)
             if outcome is not None and outcome.requeue_after:
-                self.later(owner, outcome.requeue_after)
+                self.later(owner, outcome.requeue_after, PERIODIC if outcome.periodic else REQUEUED)
             return
         retry = self._retries.get(owner, 0)
         self._retries[owner] = retry + 1
@@ -321,10 +329,6 @@ def register(registry: kopf.OperatorRegistry,
         kopf.on.resume(id='reconcile-resume', **selector)(resume)
         if watch.finalizer is not None:
             kopf.on.delete(id='finalize', **selector)(finalize)
-        if watch.reconcile_period > 0:
-            period = watch.reconcile_period
-            kopf.timer(id='reconcile-periodic', interval=period, idle=period,
-                       initial_delay=period, **selector)(reconcile)
 
 
 def load() -> tuple[config.Config, tuple[watches.Watch, ...]]:

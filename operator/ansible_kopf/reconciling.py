@@ -108,6 +108,16 @@ def annotated_period(obj: Mapping[str, Any]) -> float | None:
         return None
 
 
+def _runnable(obj: Mapping[str, Any], watch: watches.Watch, *, finalizing: bool) -> bool:
+    """Whether a run for ``obj`` is due: a finalization always; a reconcile unless the object
+    is being deleted or was relabelled out of the entry's selector since it was requested
+    (a period or a dependent's change requests runs that no kopf filter sees)."""
+    if finalizing:
+        return True
+    metadata = obj.get('metadata') or {}
+    return not metadata.get('deletionTimestamp') and watch.selects_all(metadata.get('labels') or {})
+
+
 async def reconcile(
         controller: Controller,
         *,
@@ -129,9 +139,9 @@ async def reconcile(
         if started is not None:
             started()
         obj = await api.get(resource, namespace=namespace, name=name)
-        metadata = (obj or {}).get('metadata') or {}
-        if obj is None or (metadata.get('deletionTimestamp') and not finalizing):
+        if obj is None or not _runnable(obj, watch, finalizing=finalizing):
             return None
+        metadata = obj.get('metadata') or {}
         if reason is not None:
             logger.info(f"{watch.kind} {namespace}/{name}: {reason}" if namespace
                         else f"{watch.kind} {name}: {reason}")
@@ -147,9 +157,13 @@ async def reconcile(
             job = dataclasses.replace(controller.job(obj, finalizing=finalizing),
                                       kubeconfig=kubeconfig)
             outcome = await runner.run_async(job, controller.settings)
-        if outcome.successful and not outcome.requeue_after:
-            # the SDK's reconcile-period annotation: read here, where the object is at hand
-            outcome = dataclasses.replace(outcome, requeue_after=annotated_period(obj))
+        if outcome.successful and not outcome.requeue_after and not finalizing:
+            # the SDK's reconcile period: the object's annotation (read here, where the object
+            # is at hand), else the watches entry's reconcilePeriod; as in the SDK, the next
+            # run is requeued that long after a successful one
+            period = annotated_period(obj) or watch.reconcile_period
+            if period > 0:
+                outcome = dataclasses.replace(outcome, requeue_after=period, periodic=True)
         record = summary.Summary(
             action='finalize' if finalizing else 'reconcile', kind=watch.gvk,
             namespace=namespace, name=name, status=outcome.status,

@@ -169,6 +169,11 @@ class Watch:
         """Whether an object with these labels matches ``selector.matchExpressions``."""
         return all(requirement.matches(labels) for requirement in self.match_expressions)
 
+    def selects_all(self, labels: Mapping[str, str]) -> bool:
+        """Whether an object with these labels matches the whole ``selector``."""
+        return (all(labels.get(key) == value for key, value in self.match_labels.items())
+                and self.selects(labels))
+
     @property
     def gvk(self) -> str:
         return f"{self.group}/{self.version}/{self.kind}"

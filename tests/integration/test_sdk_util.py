@@ -15,6 +15,8 @@ a run that no event asked for.
 - osdk_metric: the counter the role increments at every run is served at /metrics
   (METRICS_BIND_ADDRESS) with the number of successful runs, beside the operator's own
   reconcile counter and histogram for the kind.
+- reconcilePeriod, which works like requeue_after after every successful run (as in the
+  SDK): an object deleted while such a run is in flight is finalized once, after it.
 """
 
 from __future__ import annotations
@@ -243,5 +245,52 @@ def test_inventory_group_vars_and_an_ansible_args_vault_file(
         plain = sorted((artifacts.parent.parent / "plain" / "artifacts").iterdir())[-1]
         stdout = (plain / "stdout").read_text()
         assert "=> {" in stdout and "ESTABLISH LOCAL CONNECTION" not in stdout, stdout[-3000:]
+    finally:
+        operator.stop()
+
+
+SLOW_ROLE = textwrap.dedent("""\
+    ---
+    - name: Take a while, so that the next periodic run is in flight when the test deletes
+      ansible.builtin.wait_for:
+        timeout: 6
+      when: not (finalizing | default(false))
+    """)
+
+
+def test_a_reconcile_period_requeues_and_a_deletion_mid_run_finalizes_once(
+        cluster: harness.Cluster, namespace: str, tmp_path: Path) -> None:
+    """reconcilePeriod as in the SDK: a successful run requeues its object that long after it,
+    and the run logs why it runs. A deletion while such a run is in flight waits for it, then
+    runs the finalizer once (a kopf timer kept the object until the timer's run ended and
+    then ran the finalizer a second time: kopf had forgotten that it succeeded)."""
+    ns = namespace
+    label = "otus.homework/period-test"
+    watches = oh.role_watches(tmp_path, [{
+        "version": "v1", "group": "", "kind": "ConfigMap", "role": "slow", "reconcilePeriod": "2s",
+        "selector": {"matchLabels": {label: "watched"}},
+        "finalizer": {"name": "otus.homework/period-test", "vars": {"finalizing": True}},
+    }], {"slow": SLOW_ROLE})
+    operator = oh.start_operator(cluster, ns, tmp_path / "operator", watches=watches)
+    periodic = f"ConfigMap {ns}/slow: its reconcile period has passed since its last run"
+
+    def runs(action: str) -> int:
+        if not operator.alive():
+            raise AssertionError(f"the operator exited:\n{operator.log()[-6000:]}")
+        return sum(1 for s in operator.summaries() if s.name == "slow" and s.action == action)
+
+    def periodic_run_in_flight() -> bool:
+        started = operator.log().count(periodic)  # each logged before its run starts
+        return started >= 1 and runs("reconcile") == started  # the create's run + the finished ones
+
+    try:
+        cluster.apply(json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "slow", "namespace": ns, "labels": {label: "watched"}}}))
+        cluster.wait_for(periodic_run_in_flight, timeout=120, what="a periodic run to be in flight", interval=0.3)
+        cluster.kubectl("-n", ns, "delete", "configmap", "slow", "--wait=false")
+        cluster.wait_for(lambda: cluster.kubectl("-n", ns, "get", "configmap", "slow", check=False).returncode != 0,
+                         timeout=120, what="the ConfigMap to go")
+        assert runs("finalize") == 1, operator.log()[-4000:]
+        assert all(s.status == "successful" for s in operator.summaries() if s.name == "slow")
     finally:
         operator.stop()

@@ -168,9 +168,25 @@ def test_register_per_entry() -> None:
     backup_create = next(h for h in changing if h.param is full and h.id == 'reconcile-create')
     assert backup_create.labels == {'tier': 'db'}
 
-    (timer,) = registry._spawning.get_all_handlers()
-    assert timer.param is full
-    assert (timer.interval, timer.idle, timer.initial_delay) == (90.0, 90.0, 90.0)  # type: ignore[union-attr]
+    # reconcilePeriod is no kopf timer (a successful run requeues its object, see Requeue):
+    # nothing of it runs or waits in kopf when the object is deleted
+    assert not registry._spawning.get_all_handlers()
+
+
+def test_a_later_request_replaces_the_earlier_one_and_keeps_its_reason() -> None:
+    requeue = handlers.Requeue()
+    seen: list[str] = []
+    requeue._queue = lambda owner, reason: seen.append(reason)  # type: ignore[method-assign]
+    owner = dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db')
+
+    async def go() -> None:
+        requeue.later(owner, 0.05, handlers.REQUEUED)
+        requeue.later(owner, 0.01, handlers.PERIODIC)
+        await asyncio.sleep(0.2)
+
+    asyncio.run(go())
+    assert seen == [handlers.PERIODIC]
+    assert not requeue._timers
 
 
 def test_cleanup_closes_the_warm_pool(tmp_path: pathlib.Path) -> None:

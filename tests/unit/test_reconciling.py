@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 import pytest
 
-from ansible_kopf import locks, reconciling, runner, summary, watches
+from ansible_kopf import constants, locks, reconciling, runner, summary, watches
 
 pytestmark = pytest.mark.ansible
 
@@ -159,6 +159,23 @@ def test_failure_is_reported_and_retries_of_it_write_nothing(tree: pathlib.Path)
     assert len(api.patches) == writes
 
 
+def test_a_successful_run_is_requeued_after_the_reconcile_period(tree: pathlib.Path) -> None:
+    """As in the SDK: the watches entry's reconcilePeriod, or the object's reconcile-period
+    annotation before it, is the delay of the next run after a successful one; a failed run
+    is retried with backoff instead, and a finalization is never requeued."""
+    api = FakeApi(make_obj())
+    assert reconcile(controller(tree, api)).requeue_after is None  # no period: no requeue
+    ctl = controller(tree, api, reconcile_period=90.0)
+    outcome = reconcile(ctl)
+    assert (outcome.requeue_after, outcome.periodic) == (90.0, True)
+    assert api.obj is not None
+    api.obj['metadata']['annotations'] = {constants.ANNOTATION_RECONCILE_PERIOD: '2s'}
+    assert (reconcile(ctl).requeue_after, reconcile(ctl).periodic) == (2.0, True)
+    assert reconcile(ctl, finalizing=True).requeue_after is None
+    api.obj['spec']['failPlease'] = True
+    assert reconcile(ctl).requeue_after is None
+
+
 def test_without_manage_status_nothing_is_written(tree: pathlib.Path) -> None:
     api = FakeApi(make_obj())
     assert reconcile(controller(tree, api, manage_status=False)).successful
@@ -187,6 +204,22 @@ def test_a_vanished_object_is_not_run(tree: pathlib.Path) -> None:
     assert reconcile(controller(tree, api)) is None
     assert api.patches == []
     assert not (tree / 'work' / 'otus.homework').exists()
+
+
+def test_an_object_relabelled_out_of_the_selector_is_not_run(tree: pathlib.Path) -> None:
+    """A requested run (a period, a dependent's change) of an object whose labels no longer
+    match the entry's selector runs nothing, and so requeues nothing."""
+    obj = make_obj()
+    obj['metadata']['labels'] = {'tier': 'web'}
+    api = FakeApi(obj)
+    by_labels = controller(tree, api, match_labels={'tier': 'db'}, reconcile_period=60.0)
+    assert reconcile(by_labels) is None
+    by_expression = controller(tree, api, match_expressions=(
+        watches.Requirement('tier', 'In', frozenset({'db'})),))
+    assert reconcile(by_expression) is None
+    assert api.patches == []
+    api.obj['metadata']['labels'] = {'tier': 'db'}
+    assert reconcile(by_labels).requeue_after == 60.0
 
 
 def test_a_deleting_object_is_only_finalized(tree: pathlib.Path) -> None:
