@@ -92,10 +92,9 @@ async def reconcile(*, body: kopf.Body, resource: kopf.Resource, name: str,
                                           namespace=namespace, name=name)
     _react(body, outcome, retry, what='Reconcile')
     requeue = memo.get('requeue') if memo is not None else None
-    if outcome is not None and outcome.requeue_after and isinstance(requeue, Requeue):
-        requeue.later(dependents.OwnerKey(controller.watch.group, controller.watch.kind,
-                                          namespace, name), outcome.requeue_after,
-                      PERIODIC if outcome.periodic else REQUEUED)
+    if outcome is not None and isinstance(requeue, Requeue):
+        requeue.after_run(dependents.OwnerKey(controller.watch.group, controller.watch.kind,
+                                              namespace, name), outcome)
 
 
 async def resume(*, body: kopf.Body, resource: kopf.Resource, name: str,
@@ -128,9 +127,9 @@ class Requeue:
     (``operator_sdk.util.requeue_after``), or its reconcile period has passed since its last
     successful run. At most one delayed request per object is kept (a later one replaces it),
     and a request for an object that is gone or being deleted runs nothing. At most one run
-    per object waits for its turn: a
-    request while one waits adds none, a request while one runs queues one more. A failed
-    run posts a Warning event and is tried again after the same backoff as kopf's retries.
+    per object waits for its turn: a request while one waits adds none, a request while one
+    runs queues one more. A failed run posts a Warning event and is tried again after the
+    same backoff as kopf's retries.
     """
 
     def __init__(self) -> None:
@@ -164,6 +163,11 @@ class Requeue:
             timer.cancel()
         self._timers[owner] = asyncio.get_running_loop().call_later(
             delay, self._due, owner, reason)
+
+    def after_run(self, owner: dependents.OwnerKey, outcome: events.Outcome) -> None:
+        """Request the next run that ``outcome`` asks for (its requeue_after or period), if any."""
+        if outcome.requeue_after:
+            self.later(owner, outcome.requeue_after, PERIODIC if outcome.periodic else REQUEUED)
 
     def _due(self, owner: dependents.OwnerKey, reason: str) -> None:
         self._timers.pop(owner, None)
@@ -201,8 +205,8 @@ class Requeue:
             self._waiting.discard(owner)
         if outcome is None or outcome.successful:
             self._retries.pop(owner, None)
-            if outcome is not None and outcome.requeue_after:
-                self.later(owner, outcome.requeue_after, PERIODIC if outcome.periodic else REQUEUED)
+            if outcome is not None:
+                self.after_run(owner, outcome)
             return
         retry = self._retries.get(owner, 0)
         self._retries[owner] = retry + 1
