@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The local single-node Kubernetes 1.20 cluster for development and tests, built from
-# Debian's packages only (no Docker, no downloads beyond Debian's archive).
+# The local single-node Kubernetes cluster for development and tests: Kubernetes 1.34 by
+# default, built from the Go module proxy, or 1.20.2 (K8S_VERSION=1.20.2) from Debian's
+# source package; the node's parts from Debian's packages (no Docker, no image pulls).
 #
 #   cluster/cluster.sh up        install packages, build/cache binaries and images, start, wait Ready
 #   cluster/cluster.sh down      stop everything it started (state and logs kept until next up)
@@ -48,8 +49,11 @@ cmd_up() {
   exec 9>/var/lock/otus-cluster.lock
   flock -w 900 9 || die "another cluster.sh holds /var/lock/otus-cluster.lock"
   if cluster_running; then
-    say "cluster already running (kubeconfig: $KUBECONFIG_FILE)"
-    return 0
+    if [ "$(cat "$CLUSTER_STATE/version" 2>/dev/null)" = "$K8S_VERSION" ]; then
+      say "cluster already running (Kubernetes $K8S_VERSION, kubeconfig: $KUBECONFIG_FILE)"
+      return 0
+    fi
+    say "the running cluster is not Kubernetes $K8S_VERSION: replacing it"
   fi
   local t0=$SECONDS
   cmd_build
@@ -65,15 +69,20 @@ cmd_up() {
   say "starting containerd and importing images"
   start_containerd
   import_images
-  say "starting kubelet, kube-proxy and cluster DNS"
+  say "starting kubelet, kube-proxy, cluster DNS and the hostPath volume preparer"
   start_kubelet
   start_kube_proxy
   start_dns
+  start_host_volumes
   wait_for "node $NODE_NAME to be Ready" 180 \
     bash -c "\"$BIN_DIR/kubectl\" --kubeconfig \"$KUBECONFIG_FILE\" get node $NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" ||
     die "node did not become Ready (logs: $LOG_DIR)"
   wait_for "the default ServiceAccount" 60 kubectl_local -n default get serviceaccount default ||
     die "no default ServiceAccount (log: $LOG_DIR/kube-controller-manager.log)"
+  # where `make run` puts its sample: pods there are admitted at Pod Security "restricted"
+  kubectl_local label namespace default --overwrite \
+    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted >/dev/null
+  echo "$K8S_VERSION" > "$CLUSTER_STATE/version"
   touch "$CLUSTER_STATE/ready"
   say "cluster up in $((SECONDS - t0))s: export KUBECONFIG=$KUBECONFIG_FILE  (kubectl: $BIN_DIR/kubectl)"
 }
@@ -102,7 +111,7 @@ cmd_status() {
 case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
-  purge) cmd_down; rm -rf "${CLUSTER_STATE:?}" /var/lib/mysql-operator ;;
+  purge) cmd_down; rm -rf "${CLUSTER_STATE:?}" "${HOSTPATH_BASE:?}" ;;
   status) cmd_status ;;
   kubeconfig) echo "$KUBECONFIG_FILE" ;;
   kubectl-path) echo "$BIN_DIR/kubectl" ;;

@@ -7,6 +7,10 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${MYSQL_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mysql-operator}
 hash=$(cat "$here/requirements.txt" "$here/requirements-dev.txt" "$here/constraints.txt" | sha256sum | cut -c1-12)
 venv="$cache/venv-$hash"
+mkdir -p "$cache"
+# one creator at a time (the cluster's daemons, pytest workers and make targets all ask)
+exec 8>"$cache/venv.lock"
+flock 8
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   echo ">> creating Python environment $venv (first run: about 2 minutes)" >&2
   rm -rf "$venv"

@@ -11,6 +11,10 @@ servers are set up once. The slowest modules are handed out first (:data:`SLOWES
 with `--no-loadscope-reorder`, which keeps this order instead of xdist's most-tests-first):
 a long module that starts last would run on alone at the end. The workers' suite figures
 are summed here, and the summary says when each long module ran, in which worker.
+
+An API server warning that kubectl printed or an operator logged (tests/api_warnings.py), in
+any worker, fails the session: the summary lists them, and the exit status is 1 even when
+every test passed.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests import figures, harness
+from tests import api_warnings, figures, harness
 from tests.integration import operator_harness
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,15 +59,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """In an xdist worker: hand this worker's figures to the controller."""
+    """In an xdist worker: hand this worker's figures and API warnings to the controller. In
+    the controller (or a run without workers): fail the session if there was a warning."""
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["figures"] = dict(figures.FIGURES)
+        output["api_warnings"] = api_warnings.export()
+    elif api_warnings.RECORD and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """In the xdist controller: a worker finished; add its figures."""
+    """In the xdist controller: a worker finished; add its figures and API warnings."""
     figures.FIGURES.update(getattr(node, "workeroutput", {}).get("figures", {}))
+    api_warnings.merge(getattr(node, "workeroutput", {}).get("api_warnings", []))
 
 
 # module -> [worker, first start, last stop] of its reports (in the xdist controller, all workers')
@@ -80,8 +89,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The figures of the fault, bad-input and leak-scan tests (tests/figures.py); the
-    modules that took 30 s or more, in the order they started, with their worker."""
+    """The API server warnings that fail the session (tests/api_warnings.py); the figures of
+    the fault, bad-input and leak-scan tests (tests/figures.py); the modules that took 30 s
+    or more, in the order they started, with their worker."""
+    warned = api_warnings.report()
+    if warned and not hasattr(terminalreporter.config, "workeroutput"):
+        terminalreporter.write_sep("=", f"{len(warned)} warnings of the API server or kubectl: "
+                                        "the session fails", red=True)
+        for line in warned:
+            terminalreporter.write_line(f"  {line}")
     if figures.line():
         terminalreporter.write_line(figures.line())
     if not SPANS:
@@ -112,6 +128,9 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[harness.Cluster]:
         found = harness.Cluster(kubeconfig=kubeconfig, kubectl_bin=kubectl, local=True)
     os.environ["KUBECONFIG"] = found.kubeconfig
     found.wait_ready()
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\n>> Kubernetes API server {found.server_git_version()} ({found.kubeconfig})", flush=True)
     yield found
     operator_harness.finish_removals(found)  # the directories of the namespaces tests removed
 

@@ -23,6 +23,7 @@ import datetime
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,11 +38,16 @@ import urllib3
 import yaml
 
 from ansible_kopf import summary
-from tests import reads
+from tests import api_warnings, reads
 
 REPO = Path(__file__).resolve().parents[1]
 # The local cluster's (cluster/lib/control_plane.sh): write requests only, one JSON event a line.
 AUDIT_LOG = Path("/var/lib/otus-cluster/logs/audit.log")
+# The labels of every namespace the tests create: Pod Security "restricted" enforced (a pod
+# that breaks it is refused) and warned of (kubectl and the operator's API calls are told
+# when a workload's pod template breaks it).
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
+              "pod-security.kubernetes.io/warn": "restricted"}
 # User agents of the cluster's own components, whose writes are not an operator's.
 SYSTEM_AGENTS = ("kubelet/", "kube-controller-manager/", "kube-scheduler/", "kube-apiserver/")
 
@@ -61,6 +67,14 @@ class Resource:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+
+def leading_number(text: str) -> int:
+    """The number a version field starts with: ``"34"`` and ``"28+"`` are 34 and 28."""
+    match = re.match(r"\d+", text)
+    if match is None:
+        raise ValueError(f"not a version number: {text!r}")
+    return int(match.group())
 
 
 def is_successful(obj: Mapping[str, Any]) -> bool:
@@ -91,6 +105,7 @@ class Cluster:
             [self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args],
             input=stdin, capture_output=True, text=True, timeout=timeout,
         )
+        api_warnings.from_kubectl(args, done.stderr)  # they fail the session (tests/api_warnings.py)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
         return done
@@ -157,6 +172,17 @@ class Cluster:
     def extensions(self) -> kubernetes.client.ApiextensionsV1Api:
         return kubernetes.client.ApiextensionsV1Api(self.api)
 
+    def server_git_version(self) -> str:
+        """The API server's version as it names itself (``v1.34.4``), from ``/version``."""
+        return str(kubernetes.client.VersionApi(self.api).get_code().git_version)
+
+    @functools.cached_property
+    def server_version(self) -> tuple[int, int]:
+        """The API server's version as (major, minor), from ``/version``: ``(1, 34)``. A
+        provider's minor such as ``"28+"`` counts as its number."""
+        info = kubernetes.client.VersionApi(self.api).get_code()
+        return leading_number(info.major), leading_number(info.minor)
+
     def install_crd(self, path: Path, timeout: float = 60) -> None:
         """Create each CustomResourceDefinition in ``path`` (one or more YAML documents), or
         patch the existing one with it (as ``kubectl apply`` would: nothing is written if
@@ -182,9 +208,10 @@ class Cluster:
         self.wait_for(established, timeout=timeout, what=f"crd/{name} to be Established", interval=0.2)
 
     def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> str:
-        """Create namespace ``name`` and wait for its default ServiceAccount (pods need it)."""
+        """Create namespace ``name`` at Pod Security "restricted" (:data:`RESTRICTED`) and wait
+        for its default ServiceAccount (pods need it)."""
         self.core.create_namespace(kubernetes.client.V1Namespace(
-            metadata=kubernetes.client.V1ObjectMeta(name=name, labels=dict(labels or {}))))
+            metadata=kubernetes.client.V1ObjectMeta(name=name, labels={**RESTRICTED, **(labels or {})})))
 
         def has_account() -> bool:
             try:

@@ -21,9 +21,18 @@ SERVER_IMAGES = ({"env": os.environ["TEST_MYSQL_IMAGE"]} if os.environ.get("TEST
                  else LOCAL_SERVER_IMAGES)
 # The local cluster's pause image (cluster/images/build.sh): a container that runs and
 # does nothing, for tests that check objects rather than what runs in them.
-LOCAL_PAUSE_IMAGE = "localhost/pause:k8s-1.20.2"
+LOCAL_PAUSE_IMAGE = "localhost/pause:local"
 # The image of tests that need one server or client image and do not depend on which.
 MYSQL_IMAGE = next(iter(SERVER_IMAGES.values()))
+
+
+# Every pod the tests make runs as Pod Security "restricted" admits it (their namespaces
+# enforce it): the server images' mysql user from the start, no privilege escalation, no
+# capabilities, the runtime's seccomp profile.
+RUN_AS = 999
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
+                "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any]] | None = None,
@@ -38,10 +47,12 @@ def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any
           template:
             spec:
               restartPolicy: Never
+              securityContext: {json.dumps(POD_SECURITY)}
               containers:
               - name: client
                 image: {image}
                 imagePullPolicy: IfNotPresent
+                securityContext: {json.dumps(CONTAINER_SECURITY)}
                 command: [sh, -c, {json.dumps(script)}]
                 env: {json.dumps(env or [])}
         """)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Owns the local cluster's container images, built without Docker:
-#   pause   localhost/pause:k8s-1.20.2      Kubernetes' own build/pause/linux/pause.c, static
+#   pause   localhost/pause:local           Kubernetes' own build/pause/linux/pause.c, static,
+#           from the source of the cluster's Kubernetes version
 #   mariadb localhost/mariadb:10.11-bookworm Debian bookworm's MariaDB (a MySQL-compatible
 #           server) from debootstrap + security updates, with mariadb/docker-entrypoint.sh
 #           (the official mysql image's MYSQL_* environment contract)
@@ -20,8 +21,9 @@
 #        build.sh path pause|mariadb|mysql print the tarball path (whether built or not)
 #        build.sh import pause|mariadb|mysql|all <containerd-address>
 #                                          import into containerd's k8s.io namespace
-# env:   CLUSTER_CACHE (default ~/.cache/mysql-operator-cluster), K8S_SRC (the unpacked
-#        Kubernetes 1.20.2 tree), DEBIAN_MIRROR / DEBIAN_SECURITY_MIRROR (default: this
+# env:   CLUSTER_CACHE (default ~/.cache/mysql-operator-cluster), K8S_VERSION (the cluster's,
+#        set by cluster/lib/common.sh), K8S_SRC (its source: the Go module cache's
+#        k8s.io/kubernetes, or the unpacked Debian tree of 1.20.2), DEBIAN_MIRROR / DEBIAN_SECURITY_MIRROR (default: this
 #        host's APT sources; sid comes from DEBIAN_MIRROR too)
 set -euo pipefail
 shopt -s inherit_errexit
@@ -29,8 +31,11 @@ shopt -s inherit_errexit
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CLUSTER_CACHE=${CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mysql-operator-cluster}
 IMAGE_CACHE="$CLUSTER_CACHE/images"
-K8S_VERSION=1.20.2
-K8S_SRC=${K8S_SRC:-$CLUSTER_CACHE/src/tree/kubernetes-$K8S_VERSION}
+K8S_VERSION=${K8S_VERSION:?K8S_VERSION is set by cluster/lib/common.sh}
+case "$K8S_VERSION" in
+  1.20.*) K8S_SRC=${K8S_SRC:-$CLUSTER_CACHE/src/tree/kubernetes-$K8S_VERSION} ;;
+  *) K8S_SRC=${K8S_SRC:-$(go env GOMODCACHE)/k8s.io/kubernetes@v$K8S_VERSION} ;;
+esac
 DEBIAN_SUITE=bookworm
 MARIADB_PACKAGES=mariadb-server,mariadb-client
 # Oracle MySQL is only in sid (source mysql-9.7), on the same archive as bookworm
@@ -42,7 +47,7 @@ MYSQL_PACKAGES=mysql-server-core,mysql-client-core,gosu,tzdata,bzip2,xz-utils,zs
 MYSQL_UID=999 # the official mysql/mariadb images' uid/gid, fixed so volumes keep their owner
 
 declare -A IMAGE_REF=(
-  [pause]="localhost/pause:k8s-$K8S_VERSION"
+  [pause]="localhost/pause:local"
   [mariadb]="localhost/mariadb:10.11-$DEBIAN_SUITE"
   [mysql]="localhost/mysql:$MYSQL_SERIES-debian"
 )
@@ -100,7 +105,7 @@ pause_src() { echo "$K8S_SRC/build/pause/linux/pause.c"; }
 # REV being `git describe --contains` of the release tree, i.e. its tag.
 pause_version() {
   local tag
-  tag=$(sed -n 's/^TAG = //p' "$K8S_SRC/build/pause/Makefile")
+  tag=$(sed -n 's/^TAG ?\{0,1\}= //p' "$K8S_SRC/build/pause/Makefile")
   [ -n "$tag" ] || die "no TAG in $K8S_SRC/build/pause/Makefile"
   echo "v$tag-v$K8S_VERSION"
 }

@@ -1,7 +1,11 @@
 # shellcheck shell=bash
-# Owns the Kubernetes binaries: fetches Debian's full kubernetes 1.20.2 source package,
-# swaps the two vendored libraries that break on Go >= 1.18, builds the control plane,
-# node binaries and kubectl with the tree's own Makefile, and caches them by version.
+# Owns the Kubernetes binaries, built once and cached by version under $BIN_DIR.
+# A current version (the default) is built from the Go module proxy: a throwaway module
+# requires k8s.io/kubernetes at that version and pins every staging module to the
+# matching v0.Y.Z (k8s.io/kubernetes' own replace lines point at ./staging and are
+# ignored in a dependency). 1.20.2, the oldest version the project claims, comes from
+# Debian's full source package instead, with the two vendored libraries that break on
+# Go >= 1.18 swapped, built by the tree's own Makefile.
 
 K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
@@ -38,7 +42,100 @@ patch_openapi_validation() {
 }
 
 build_binaries() {
-  if binaries_cached; then say "cached: Kubernetes $K8S_VERSION binaries in $BIN_DIR"; return 0; fi
+  case "$K8S_VERSION" in
+    1.20.*) binaries_cached || build_debian_binaries ;;
+    *) binaries_cached || build_module_binaries; build_etcd ;;
+  esac
+  binaries_cached && say "cached: Kubernetes $K8S_VERSION binaries in $BIN_DIR"
+}
+
+# module_build_env: the Go settings of every module build (no toolchain download, go.mod
+# and go.sum completed by the go command).
+module_build_env() {
+  export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+  command -v go >/dev/null || die "Go is needed to build Kubernetes $K8S_VERSION (go 1.24 or newer)"
+}
+
+# etcd of the version kubeadm pairs with this Kubernetes line (ETCD_VERSION), from the Go
+# module proxy: Debian bookworm's 3.4 is older than a current API server supports.
+build_etcd() {
+  [ -x "$ETCD_BIN" ] && [ -f "$(dirname "$ETCD_BIN")/.complete" ] && return 0
+  module_build_env
+  local mod="$SRC_DIR/module-etcd-$ETCD_VERSION" dir tmp
+  dir=$(dirname "$ETCD_BIN"); tmp="$dir.tmp"
+  say "building etcd $ETCD_VERSION from the Go module proxy (first time only, about 3 minutes)"
+  mkdir -p "$mod" && rm -rf "$tmp" && mkdir -p "$tmp"
+  printf 'module local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" > "$mod/go.mod"
+  (
+    cd "$mod"
+    with_progress "$SRC_DIR/build-etcd-$ETCD_VERSION.log" \
+      go build -v -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+  ) || { tail -30 "$SRC_DIR/build-etcd-$ETCD_VERSION.log" >&2; die "etcd build failed (log: $SRC_DIR/build-etcd-$ETCD_VERSION.log)"; }
+  touch "$tmp/.complete"
+  rm -rf "$dir" && mv "$tmp" "$dir"
+  say "cached etcd $ETCD_VERSION in $dir"
+}
+
+# with_progress LOG CMD...: runs CMD with its output in LOG, printing a line every 30 s.
+with_progress() {
+  local log=$1 pid; shift
+  "$@" > "$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 30
+    kill -0 "$pid" 2>/dev/null || break
+    say "  still building ($(grep -c . "$log") lines of log; $(tail -1 "$log" | cut -c1-100 | tr -s ' '))"
+  done
+  wait "$pid"
+}
+
+# The staging modules k8s.io/kubernetes replaces with ./staging/src/k8s.io/<name>.
+staging_modules() {
+  sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\1#p' "$1/go.mod"
+}
+
+build_module_binaries() {
+  local mod="$SRC_DIR/module-$K8S_VERSION" minor=${K8S_VERSION#1.} src
+  module_build_env
+  say "building Kubernetes $K8S_VERSION from the Go module proxy with $(go version | cut -d' ' -f3); first time only, about 20 minutes on 2 cores"
+  mkdir -p "$mod"
+  go mod download "k8s.io/kubernetes@v$K8S_VERSION" || die "the Go module proxy does not serve k8s.io/kubernetes v$K8S_VERSION"
+  src=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$src" ] || die "no source directory for k8s.io/kubernetes v$K8S_VERSION"
+  {
+    echo "module local/kubernetes-build"
+    echo
+    echo "go $(sed -n 's/^go //p' "$src/go.mod")"
+    echo
+    echo "require k8s.io/kubernetes v$K8S_VERSION"
+    echo
+    echo "replace ("
+    staging_modules "$src" | while read -r m; do echo "	$m => $m v0.$minor"; done
+    echo ")"
+  } > "$mod/go.mod"
+  local version_pkg ldflags="-s -w" key val
+  for version_pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    for key in gitVersion=v$K8S_VERSION gitMajor=1 "gitMinor=${minor%%.*}" gitTreeState=clean buildDate=1970-01-01T00:00:00Z; do
+      val=${key#*=}; key=${key%%=*}
+      ldflags="$ldflags -X $version_pkg.$key=$val"
+    done
+  done
+  local tmp="$BIN_DIR.tmp" pkgs=() b
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  for b in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  (
+    cd "$mod"
+    with_progress "$SRC_DIR/build-$K8S_VERSION.log" \
+      go build -v -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+  ) || { tail -30 "$SRC_DIR/build-$K8S_VERSION.log" >&2; die "Kubernetes build failed (log: $SRC_DIR/build-$K8S_VERSION.log)"; }
+  for b in "${K8S_BINARIES[@]}"; do [ -x "$tmp/$b" ] || die "the build left no $b"; done
+  cp "$src/build/pause/linux/pause.c" "$tmp/pause.c"
+  touch "$tmp/.complete"
+  rm -rf "$BIN_DIR" && mv "$tmp" "$BIN_DIR"
+  say "cached Kubernetes binaries in $BIN_DIR"
+}
+
+build_debian_binaries() {
   ensure_deb_src
   mkdir -p "$SRC_DIR"
   local orig

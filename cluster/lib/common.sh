@@ -3,12 +3,22 @@
 # Owns the local cluster's shared settings: paths (cache, state), versions, network
 # addresses, logging and the small process helpers every other lib file uses.
 
-K8S_VERSION=1.20.2
+# The Kubernetes version the local cluster runs: the newest 1.34 patch by default, the newest
+# line this host supports (1.35 and newer refuse its cgroup v1 by default and drop
+# containerd 1.x); 1.20.2, the oldest the project claims, with K8S_VERSION=1.20.2.
+K8S_VERSION=${K8S_VERSION:-1.34.4}
 CLUSTER_CACHE=${CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mysql-operator-cluster}
 CLUSTER_STATE=${CLUSTER_STATE:-/var/lib/otus-cluster}
 # Bump BUILD_REV whenever the source patches in binaries.sh change: it keys the cache.
 BUILD_REV=2
 BIN_DIR="$CLUSTER_CACHE/bin/$K8S_VERSION-r$BUILD_REV"
+K8S_MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
+# etcd: kubeadm's pairing for the line (3.6.5 for 1.34) built from the Go module proxy;
+# Debian's etcd-server (3.4) for 1.20.
+case "$K8S_VERSION" in
+  1.20.*) ETCD_VERSION=debian; ETCD_BIN=$(command -v etcd || echo /usr/bin/etcd) ;;
+  *) ETCD_VERSION=${ETCD_VERSION:-3.6.5}; ETCD_BIN="$CLUSTER_CACHE/bin/etcd-$ETCD_VERSION/etcd" ;;
+esac
 SRC_DIR="$CLUSTER_CACHE/src"
 LOG_DIR="$CLUSTER_STATE/logs"
 RUN_DIR="$CLUSTER_STATE/run"
@@ -23,7 +33,10 @@ NODE_IP=10.88.0.1            # the bridge's address: API server, kubelet and DNS
 SERVICE_CIDR=10.96.0.0/16
 API_SERVICE_IP=10.96.0.1
 CLUSTER_DOMAIN=cluster.local
-PAUSE_IMAGE=localhost/pause:k8s-$K8S_VERSION
+PAUSE_IMAGE=localhost/pause:local
+# The mysql role's mysql_hostpath_base: where its hostPath volumes live on the node.
+HOSTPATH_BASE=/var/lib/mysql-operator
+export K8S_VERSION
 
 CLUSTER_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPO_ROOT=$(cd "$CLUSTER_ROOT/.." && pwd)

@@ -77,18 +77,25 @@ POL
 }
 
 start_etcd() {
-  start_daemon etcd etcd --name otus --data-dir "$CLUSTER_STATE/etcd" \
+  start_daemon etcd "$ETCD_BIN" --name otus --data-dir "$CLUSTER_STATE/etcd" \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster otus=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
   wait_for "etcd" 60 curl -sf http://127.0.0.1:2379/health || die "etcd did not start (log: $LOG_DIR/etcd.log)"
 }
 
+# Flags that only 1.20 knows: its insecure port is on unless closed; later versions have no
+# such port and refuse the flag.
+legacy_port_flags() {
+  [ "$K8S_MINOR" -ge 24 ] || echo "$1"
+}
+
 start_apiserver() {
   write_audit_policy
+  # shellcheck disable=SC2046  # legacy_port_flags prints one flag or nothing
   start_daemon kube-apiserver "$BIN_DIR/kube-apiserver" \
     --etcd-servers=http://127.0.0.1:2379 \
-    --bind-address="$NODE_IP" --advertise-address="$NODE_IP" --secure-port=6443 --insecure-port=0 \
+    --bind-address="$NODE_IP" --advertise-address="$NODE_IP" --secure-port=6443 $(legacy_port_flags --insecure-port=0) \
     --tls-cert-file="$PKI_DIR/apiserver.crt" --tls-private-key-file="$PKI_DIR/apiserver.key" \
     --client-ca-file="$PKI_DIR/ca.crt" --token-auth-file="$PKI_DIR/tokens.csv" \
     --authorization-mode=Node,RBAC --allow-privileged=true \
@@ -104,15 +111,17 @@ start_apiserver() {
 }
 
 start_controllers() {
+  # shellcheck disable=SC2046  # legacy_port_flags prints one flag or nothing
   start_daemon kube-controller-manager "$BIN_DIR/kube-controller-manager" \
     --kubeconfig="$KUBECONFIG_FILE" --authentication-kubeconfig="$KUBECONFIG_FILE" \
     --authorization-kubeconfig="$KUBECONFIG_FILE" \
     --service-account-private-key-file="$PKI_DIR/sa.key" --root-ca-file="$PKI_DIR/ca.crt" \
     --cluster-signing-cert-file="$PKI_DIR/ca.crt" --cluster-signing-key-file="$PKI_DIR/ca.key" \
-    --leader-elect=false --bind-address=127.0.0.1 --port=0 \
+    --leader-elect=false --bind-address=127.0.0.1 $(legacy_port_flags --port=0) \
     --service-cluster-ip-range="$SERVICE_CIDR" --use-service-account-credentials=true
+  # shellcheck disable=SC2046  # legacy_port_flags prints one flag or nothing
   start_daemon kube-scheduler "$BIN_DIR/kube-scheduler" \
     --kubeconfig="$KUBECONFIG_FILE" --authentication-kubeconfig="$KUBECONFIG_FILE" \
     --authorization-kubeconfig="$KUBECONFIG_FILE" \
-    --leader-elect=false --bind-address=127.0.0.1 --port=0
+    --leader-elect=false --bind-address=127.0.0.1 $(legacy_port_flags --port=0)
 }

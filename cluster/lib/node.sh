@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Owns the node: the pod bridge and its isolation rules, containerd and its CNI
-# config, the images imported into it, kubelet, kube-proxy and the cluster DNS server.
+# config, the images imported into it, kubelet, kube-proxy, the cluster DNS server and
+# the preparer of hostPath volume directories.
 
 setup_network() {
   ip link add "$BRIDGE" type bridge 2>/dev/null || true
@@ -84,11 +85,19 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 KL
+  local runtime=()
+  if [ "$K8S_MINOR" -ge 27 ]; then
+    # the runtime endpoint is a config field; the sandbox image is containerd's to choose
+    # (its sandbox_image); cgroup v1 stays allowed (this host's hierarchy)
+    printf 'containerRuntimeEndpoint: unix://%s\n' "$CONTAINERD_SOCK" >> "$CLUSTER_STATE/kubelet.yaml"
+    [ "$K8S_MINOR" -lt 31 ] || echo 'failCgroupV1: false' >> "$CLUSTER_STATE/kubelet.yaml"
+  else
+    runtime=(--container-runtime=remote --container-runtime-endpoint="unix://$CONTAINERD_SOCK"
+      --pod-infra-container-image="$PAUSE_IMAGE")
+  fi
   start_daemon kubelet "$BIN_DIR/kubelet" --config="$CLUSTER_STATE/kubelet.yaml" \
     --kubeconfig="$KUBECONFIG_FILE" --root-dir="$dir" --cert-dir="$dir/pki" \
-    --container-runtime=remote --container-runtime-endpoint="unix://$CONTAINERD_SOCK" \
-    --node-ip="$NODE_IP" --hostname-override="$NODE_NAME" \
-    --pod-infra-container-image="$PAUSE_IMAGE" --v=1
+    "${runtime[@]}" --node-ip="$NODE_IP" --hostname-override="$NODE_NAME" --v=1
 }
 
 start_kube_proxy() {
@@ -114,4 +123,14 @@ start_dns() {
     --kubeconfig "$KUBECONFIG_FILE" --listen "$NODE_IP" --port 53 --domain "$CLUSTER_DOMAIN" \
     --state "$CLUSTER_STATE"
   wait_for "cluster DNS" 60 bash -c "exec 3<>/dev/tcp/$NODE_IP/53" || die "cluster DNS did not start (log: $LOG_DIR/cluster-dns.log)"
+}
+
+# hostPath PersistentVolumes under the operator's base directory get directories that
+# non-root pods may write to (cluster/volumes/host_volumes.py), as a local-path
+# provisioner would make them.
+start_host_volumes() {
+  local venv
+  venv=$("$REPO_ROOT/hack/venv.sh")
+  start_daemon host-volumes "$venv/bin/python" "$CLUSTER_ROOT/volumes/host_volumes.py" \
+    --kubeconfig "$KUBECONFIG_FILE" --base "$HOSTPATH_BASE" --state "$CLUSTER_STATE"
 }

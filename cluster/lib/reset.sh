@@ -4,7 +4,7 @@
 # shims, mounts under the state directory, pod network namespaces, the bridge, and the
 # iptables rules of kube-proxy, kubelet, CNI and this harness.
 
-DAEMONS=(cluster-dns kube-proxy kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd)
+DAEMONS=(host-volumes cluster-dns kube-proxy kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd)
 
 stop_all_daemons() {
   local d
@@ -53,5 +53,5 @@ reset_cluster() {
   ip link delete "$BRIDGE" 2>/dev/null || true
   remove_iptables
   # Node storage of the previous cluster: its PVs are gone with etcd's data.
-  rm -rf "${CLUSTER_STATE:?}" /var/lib/mysql-operator
+  rm -rf "${CLUSTER_STATE:?}" "${HOSTPATH_BASE:?}"
 }

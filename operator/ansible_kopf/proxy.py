@@ -24,6 +24,14 @@ object controls. A read is only inspected until that resource is known for that 
 before a write (create, replace, patch) of an object of a kind its object's kind follows
 goes on, which fields it writes (:mod:`written`), so that :mod:`dependents` can tell a
 change to them from one to fields no run wrote.
+
+What it logs: each ``Warning`` header the API server answers a run's request with (a
+deprecated API or field, an unknown or duplicate field, a Pod Security warning), at
+WARNING: ``[<gvk> <namespace>/<name>] API server warning on <METHOD> <path>: <text>``.
+Nothing else shows them by default: ``kubernetes.core`` puts them in a task's result only,
+whose printed text the operator logs with ``ANSIBLE_LOG_EVENTS=Everything`` only
+(:mod:`events`), and drops a text with a comma in it (``... is deprecated in v1.21+,
+unavailable in v1.25+; ...``).
 """
 import contextlib
 import dataclasses
@@ -33,7 +41,7 @@ import os
 import pathlib
 import re
 import secrets
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import aiohttp
@@ -54,6 +62,11 @@ _REQUEST_DROPPED: Final = frozenset({'host', 'authorization', 'connection', 'con
                                      'proxy-authorization', 'upgrade'})
 _RESPONSE_DROPPED: Final = frozenset({'connection', 'content-length', 'transfer-encoding',
                                       'keep-alive', 'content-encoding'})
+# What the log line of a run's API server warning says before the request (tests read it back).
+SERVER_WARNING: Final = 'API server warning on'
+# A Warning header's warning: code, agent, quoted text (RFC 7234 5.5, as the API server sends it).
+_WARNING: Final = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
+_ESCAPED: Final = re.compile(r'\\(.)')
 _PATH: Final = re.compile(
     r'^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))'
     r'(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?'
@@ -150,6 +163,16 @@ def inject(owner: Owner, target: Target, obj: dict[str, Any]) -> dict[str, Any]:
             annotations.setdefault(PRIMARY_RESOURCE_TYPE, owner.type_annotation)
             metadata['annotations'] = annotations
     return obj
+
+
+def server_warnings(values: Iterable[str]) -> list[str]:
+    """The texts of ``Warning`` header values (``299 - "<text>"``, one or more a value),
+    unquoted; a value of another form as it is."""
+    texts = []
+    for value in values:
+        found = [_ESCAPED.sub(r'\1', match[1]) for match in _WARNING.finditer(value)]
+        texts += found or [value]
+    return texts
 
 
 def kubeconfig(*, port: int, token: str) -> str:
@@ -273,6 +296,10 @@ class Proxy:
             headers['Authorization'] = token
         async with self._session.request(request.method, self._upstream.host + request.raw_path,
                                          headers=headers, data=body or None) as upstream:
+            for text in server_warnings(upstream.headers.getall('Warning', ())):
+                where = f"{owner.namespace}/{owner.name}" if owner.namespace else owner.name
+                logger.warning(f"[{owner.watch.gvk} {where}] {SERVER_WARNING} "
+                               f"{request.method} {request.path}: {text}")
             response_headers = {k: v for k, v in upstream.headers.items()
                                 if k.lower() not in _RESPONSE_DROPPED}
             if created is not None and upstream.status in (HTTP_OK, HTTP_CREATED):

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from tests import figures, harness, kube
+from tests import api_warnings, figures, harness, kube
 
 REPO = harness.REPO
 MYSQL_IMAGE = kube.MYSQL_IMAGE
@@ -92,6 +92,24 @@ def stop_orphaned_operators() -> list[int]:
     return stopped
 
 
+@dataclass
+class ScannedOperator(harness.Operator):
+    """An operator whose log is scanned for the API server's warnings (tests/api_warnings.py)
+    each time a test stops it: what was written since the last scan, so that the lines of a
+    run a test killed and restarted are read once, at the next stop."""
+
+    scanned: int = 0  # bytes of the log read so far
+
+    def stop(self) -> None:
+        super().stop()
+        try:
+            written = self.log_path.read_bytes()[self.scanned:]
+        except FileNotFoundError:  # never started
+            return
+        self.scanned += len(written)
+        api_warnings.from_operator_log(written.decode(errors="replace"), str(self.log_path))
+
+
 def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
                    watches: Path | None = None, start: bool = True,
                    extra_env: dict[str, str] | None = None) -> harness.Operator:
@@ -113,7 +131,7 @@ def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
         "PYTHONPATH": str(REPO / "operator"),
         **(extra_env or {}),
     })
-    operator = harness.Operator(log_path=workdir / "operator.log", env=env)
+    operator = ScannedOperator(log_path=workdir / "operator.log", env=env)
     if start:
         operator.start()
     return operator
@@ -370,3 +388,20 @@ def wait_ready(cluster: harness.Cluster, namespace: str, name: str, timeout: int
     """Wait until the MySQL Deployment's pod is Ready (Successful means applied, not serving)."""
     cluster.kubectl("-n", namespace, "rollout", "status", f"deployment/{name}", f"--timeout={timeout}s",
                     timeout=timeout + 20)
+
+
+def admission_refusals(cluster: harness.Cluster, namespace: str) -> list[str]:
+    """What the namespace's events say was refused or warned of by Pod Security admission: a
+    controller that could not create a pod (FailedCreate: "... is forbidden: violates
+    PodSecurity ..."), or any event that names Pod Security."""
+    events = cluster.get("-n", namespace, "events")["items"]
+    return [f"{e['involvedObject'].get('kind')}/{e['involvedObject'].get('name')}: {e['reason']}: {e.get('message', '')}"
+            for e in events
+            if e.get("reason") == "FailedCreate" or "PodSecurity" in e.get("message", "")]
+
+
+def pod_security_warnings(operator: harness.Operator) -> list[str]:
+    """The operator log's lines that carry the API server's Pod Security warnings (a
+    namespace labelled pod-security.kubernetes.io/warn answers every create or update of a
+    workload whose pod template it would refuse with "would violate PodSecurity")."""
+    return [line for line in operator.log().splitlines() if "violate PodSecurity" in line]

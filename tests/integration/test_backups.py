@@ -2,7 +2,8 @@
 records taken on demand and verified while the database is being written, the latest-backup
 marker never written over a claim changed since it was read, a restore point
 chosen at creation (`spec.restore_from`) and its refusals, verification that fails on a
-truncated or altered file, a schedule with retention, and a scheduled dump killed mid-way.
+truncated or altered file, a schedule with retention, and a scheduled dump killed mid-way;
+at the end, every pod all of that made was admitted at Pod Security "restricted".
 
 One namespace and one operator for the module. The scheduled instances are created first, so
 their runs (every minute) accumulate while the other tests use the other instances.
@@ -470,3 +471,33 @@ def test_no_secret_appears_outside_its_secrets(backups: Backups) -> None:
     artifacts, the Events, the objects' status or any pod, Deployment or Job spec."""
     assert len(oh.secret_values(backups.cluster, backups.ns)) > 0, "nothing to look for"
     assert oh.leaks(backups.cluster, backups.ns, backups.operator) == []
+
+
+def test_every_pod_of_the_instances_was_admitted_at_pod_security_restricted(backups: Backups) -> None:
+    """The module's namespace enforces Pod Security "restricted". By now each server image's
+    instances were created, backed up on demand and on schedule, verified, pruned, deleted
+    (a backup Job), re-created (a restore Job) and restored into while running; here their
+    passwords are rotated too (a rotation Job). Every pod all of that needed was admitted:
+    no controller was refused a pod and no Pod Security warning was given, to the operator
+    or in an event."""
+    b = backups
+    labels = b.cluster.get("namespace", b.ns)["metadata"]["labels"]
+    assert labels.get("pod-security.kubernetes.io/enforce") == "restricted", labels
+
+    def one(server: oh.Server) -> None:
+        name = server.name("bk")
+        b.cluster.kubectl("-n", b.ns, "patch", "mysqls.otus.homework", name, "--type=merge",
+                          "-p", json.dumps({"spec": {"password": "rotated-pw-2"}}))
+        oh.wait_successful(b.cluster, b.ns, name, b.operator)
+        oh.wait_ready(b.cluster, b.ns, name)
+        host = f"{name}.{b.ns}.svc.cluster.local"
+        out = oh.sql_job(b.cluster, b.ns, host, DATABASE, "SELECT CURRENT_USER();", secret=f"{name}-credentials",
+                         image=server.image)
+        assert out.strip().startswith("root@"), out
+
+    oh.for_each_server(one)
+    jobs = {j["metadata"].get("labels", {}).get("otus.homework/job", "")
+            for j in b.cluster.get("-n", b.ns, "jobs")["items"]}
+    print(f"jobs seen at the end, by what they do: {sorted(jobs)}")
+    assert oh.admission_refusals(b.cluster, b.ns) == []
+    assert oh.pod_security_warnings(b.operator) == []

@@ -12,7 +12,15 @@ reconciling a good object created after the corpus.
 
 The accepted good objects run a real server (kube.MYSQL_IMAGE): the operator calls them
 Successful only once the server has taken the password. The refused ones and those the
-operator refuses use the local pause image: no server is ever started for them."""
+operator refuses use the local pause image: no server is ever started for them.
+
+On an API server that evaluates the CRDs' CEL validation rules (`x-kubernetes-validations`;
+these tests take 1.29 and later, where they are GA) the rules refuse, with their message:
+what the role would refuse only once the object is in (a database name too long once its
+'_' are escaped), a change of a field fixed after creation (MySQL spec.storage_class, the
+spec of a MySQLBackup or MySQLRestore), and a MySQLBackup that names job, image or database
+without file. Updates that leave those fields alone (the operator's labels and status) pass.
+On an older server those tests are skipped and the role refuses what it always did."""
 
 from __future__ import annotations
 
@@ -49,6 +57,9 @@ class Case:
     field: str = ""  # the field the refusal or the Failure must name
     accepted: bool = False  # the schema lets it in
     fails: bool = False  # accepted, then a Failure condition and Warning Event naming `field`
+    # a CEL rule of the CRD refuses it with this message where the API server evaluates them
+    # (cel_validation); an accepted case is then refused at creation, not by the operator
+    cel_message: str = ""
 
     def body(self, namespace: str) -> dict[str, Any]:
         spec: dict[str, Any] = {"image": kube.LOCAL_PAUSE_IMAGE, "database": "otus", "password": "good-pw",
@@ -63,6 +74,15 @@ class Case:
 
 
 REF = "passwordSecretRef"
+# the messages of the CRDs' CEL rules (deploy/crd.yml), as far as a test needs them
+ONE_PASSWORD = "exactly one of spec.password and spec.passwordSecretRef must be set"
+ESCAPED_DATABASE = "spec.database must be at most 64 characters with each '_' counted twice"
+FIXED_CLASS = "spec.storage_class cannot be set, changed or removed after creation"
+FIXED_BACKUP = "spec (instance, file, job, image, database, verify) is fixed once set"
+FIXED_RESTORE = "spec (instance, backup) is fixed once set"
+FILE_FIELDS = "spec.job, spec.image and spec.database describe spec.file and are set only with it"
+# the first API server version whose CEL validation rules these tests take (GA since 1.29)
+CEL_VALIDATION = (1, 29)
 REFUSED = [
     # metadata.name: the Deployment, Service and volumes are named after it
     Case("name-long", name="n" * 41, field="metadata.name"),
@@ -93,8 +113,8 @@ REFUSED = [
     Case("pw-huge", {"password": "p" * 129}, field="spec.password"),
     Case("pw-int", {"password": 1234}, field="spec.password"),
     Case("pw-object", {"password": {"value": "x"}}, field="spec.password"),
-    Case("pw-both", {REF: {"name": "s"}}, field="spec"),
-    Case("pw-neither", {"password": None}, field="spec"),
+    Case("pw-both", {REF: {"name": "s"}}, field="spec", cel_message=ONE_PASSWORD),
+    Case("pw-neither", {"password": None}, field="spec", cel_message=ONE_PASSWORD),
     Case("ref-string", {"password": None, REF: "secret-name"}, field=f"spec.{REF}"),
     Case("ref-no-name", {"password": None, REF: {"key": "password"}}, field=f"spec.{REF}.name"),
     Case("ref-name-empty", {"password": None, REF: {"name": ""}}, field=f"spec.{REF}.name"),
@@ -131,7 +151,8 @@ ACCEPTED = [
         "password": ("пароль-密码-🔑" + traps("pw")).ljust(128, "p")[:128]})
       for key, image in sorted(kube.SERVER_IMAGES.items())),
     # accepted by the schema, refused by the operator
-    Case("db-underscores", {"database": "o_t_u_s" * 9}, field="spec.database", accepted=True, fails=True),
+    Case("db-underscores", {"database": "o_t_u_s" * 9}, field="spec.database", accepted=True, fails=True,
+         cel_message=ESCAPED_DATABASE),
     Case("ref-missing", {"password": None, REF: {"name": "no-such-secret"}},
          field=f"spec.{REF}", accepted=True, fails=True),
     Case("ref-key-missing", {"password": None, REF: {"name": "has-other-key", "key": "password"}},
@@ -180,12 +201,127 @@ def test_the_schema_refuses_naming_the_field(cluster: harness.Cluster, bad_names
     figures.add("bad inputs refused")
 
 
+def cel_validation(cluster: harness.Cluster) -> bool:
+    """Whether the API server evaluates the CRDs' CEL validation rules (as these tests take them)."""
+    return cluster.server_version >= CEL_VALIDATION
+
+
+@pytest.fixture(scope="module")
+def cel_namespace(cluster: harness.Cluster) -> Iterator[str]:
+    """A namespace no operator watches, on a server with CEL validation (else the test is skipped)."""
+    if not cel_validation(cluster):
+        pytest.skip(f"API server {cluster.server_version}: CEL validation rules are tested from "
+                    f"{CEL_VALIDATION} (older servers drop them; the roles' checks stand in)")
+    oh.install_crd(cluster)
+    with oh.module_namespace(cluster, "cel") as name:
+        yield name
+
+
+@pytest.mark.parametrize("case", [c for c in REFUSED + ACCEPTED if c.cel_message], ids=lambda c: c.id)
+def test_the_cel_rules_refuse_naming_the_field(cluster: harness.Cluster, cel_namespace: str, case: Case) -> None:
+    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps(case.body(cel_namespace)),
+                           check=False)
+    assert done.returncode != 0, f"accepted: {case}"
+    assert case.cel_message in done.stderr and case.field in done.stderr, done.stderr
+    figures.add("bad inputs refused")
+
+
+KINDS = {  # resource: (kind, a good spec)
+    "mysqls.otus.homework": ("MySQL", {"image": kube.LOCAL_PAUSE_IMAGE, "database": "otus",
+                                       "password": "good-pw", "storage_size": "1Gi"}),
+    "mysqlbackups.otus.homework": ("MySQLBackup", {"instance": "db"}),
+    "mysqlrestores.otus.homework": ("MySQLRestore", {"instance": "db", "backup": "db-older"}),
+}
+RECORDED = {"file": "db-20260101T000000Z.sql", "job": "db-bk-1", "image": "mysql:8.4", "database": "otus"}
+
+
+@dataclass(frozen=True)
+class Write:
+    """A create (and then, with `patch`, a merge patch) that a CEL rule refuses with
+    `message`, or that goes through (no `message`): the rules must not stand in the way of
+    what the operator writes (labels, status) nor of a change of another field."""
+
+    id: str
+    resource: str
+    spec: dict[str, Any] = field(default_factory=dict)  # merged over KINDS' good spec; None deletes
+    patch: dict[str, Any] | None = None  # after the create, which must go through
+    subresource: str = ""  # the patch's (status)
+    message: str = ""  # the refusal's; none: the write goes through
+
+    def body(self, namespace: str) -> dict[str, Any]:
+        kind, good = KINDS[self.resource]
+        spec = {k: v for k, v in {**good, **self.spec}.items() if v is not None}
+        return {"apiVersion": "otus.homework/v1", "kind": kind,
+                "metadata": {"name": f"cel-{self.id}", "namespace": namespace}, "spec": spec}
+
+
+MYSQLS, BACKUPS, RESTORES = KINDS
+WRITES = [
+    # MySQL: the data volume keeps the class (or the hostPath volume) it was created with
+    Write("class-change", MYSQLS, {"storage_class": "fast"}, {"spec": {"storage_class": "slow"}},
+          message=FIXED_CLASS),
+    Write("class-set", MYSQLS, {}, {"spec": {"storage_class": "fast"}}, message=FIXED_CLASS),
+    Write("class-unset", MYSQLS, {"storage_class": "fast"}, {"spec": {"storage_class": None}},
+          message=FIXED_CLASS),
+    Write("class-kept", MYSQLS, {"storage_class": "fast"},
+          {"spec": {"storage_size": "2Gi", "image": "mysql:8.4", "password": "new-pw"}}),
+    Write("no-class-kept", MYSQLS, {}, {"spec": {"storage_size": "2Gi"}}),
+    Write("class-status", MYSQLS, {"storage_class": "fast"}, {"status": {"message": "written by the operator"}},
+          subresource="status"),
+    # MySQLBackup: file, job, image and database together, as the operator records a backup
+    Write("backup-job-alone", BACKUPS, {"job": "db-bk-1"}, message=FILE_FIELDS),
+    Write("backup-image-alone", BACKUPS, {"image": "mysql:8.4"}, message=FILE_FIELDS),
+    Write("backup-database-alone", BACKUPS, {"database": "otus"}, message=FILE_FIELDS),
+    Write("backup-recorded", BACKUPS, {**RECORDED, "verify": False}),
+    Write("backup-file-alone", BACKUPS, {"file": "db-20260101T000000Z.sql"}),
+    # ... and its spec fixed once set
+    Write("backup-instance", BACKUPS, {}, {"spec": {"instance": "other"}}, message=FIXED_BACKUP),
+    Write("backup-verify", BACKUPS, {}, {"spec": {"verify": False}}, message=FIXED_BACKUP),
+    Write("backup-file", BACKUPS, RECORDED, {"spec": {"file": "other.sql"}}, message=FIXED_BACKUP),
+    Write("backup-label", BACKUPS, RECORDED, {"metadata": {"labels": {"otus.homework/pruning": "true"}}}),
+    Write("backup-status", BACKUPS, RECORDED, {"status": {"state": "Complete"}}, subresource="status"),
+    # MySQLRestore: one load, of one backup into one instance
+    Write("restore-backup", RESTORES, {}, {"spec": {"backup": "db-newer"}}, message=FIXED_RESTORE),
+    Write("restore-instance", RESTORES, {}, {"spec": {"instance": "other"}}, message=FIXED_RESTORE),
+    Write("restore-status", RESTORES, {}, {"status": {"state": "Complete"}}, subresource="status"),
+]
+
+
+@pytest.mark.parametrize("write", WRITES, ids=lambda w: w.id)
+def test_the_cel_rules_refuse_a_change_of_what_is_fixed(cluster: harness.Cluster, cel_namespace: str,
+                                                        write: Write) -> None:
+    body = write.body(cel_namespace)
+    name = body["metadata"]["name"]
+    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps(body), check=False)
+    if write.patch is None:
+        assert (done.returncode == 0) == (not write.message), done.stderr
+        assert write.message in done.stderr, done.stderr
+        if write.message:
+            figures.add("bad inputs refused")
+        return
+    assert done.returncode == 0, done.stderr
+    before = cluster.get("-n", cel_namespace, write.resource, name)
+    done = cluster.kubectl("-n", cel_namespace, "patch", write.resource, name, "--type=merge",
+                           "-p", json.dumps(write.patch),
+                           *([f"--subresource={write.subresource}"] if write.subresource else []), check=False)
+    after = cluster.get("-n", cel_namespace, write.resource, name)
+    if write.message:
+        assert done.returncode != 0 and write.message in done.stderr, done.stderr
+        assert after["spec"] == before["spec"], after["spec"]
+        figures.add("bad inputs refused")
+    else:
+        assert done.returncode == 0, done.stderr
+        assert after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"], after
+
+
 def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
         cluster: harness.Cluster, bad_namespace: str, bad_operator: harness.Operator) -> None:
     ns = bad_namespace
     cluster.kubectl("-n", ns, "create", "secret", "generic", "has-other-key", "--from-literal=other=x")
     cluster.kubectl("-n", ns, "create", "secret", "generic", "has-empty-value", "--from-literal=password=")
-    for case in ACCEPTED:
+    # what a CEL rule refuses at creation is test_the_cel_rules_refuse_naming_the_field's there
+    accepted = [case for case in ACCEPTED if not (case.cel_message and cel_validation(cluster))]
+    for case in accepted:
         cluster.apply(json.dumps(case.body(ns)))
 
     def settled(case: Case) -> dict[str, Any] | None:
@@ -197,11 +333,11 @@ def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
     def all_settled() -> bool:
         if not bad_operator.alive():
             raise AssertionError(f"the operator exited:\n{bad_operator.log()[-6000:]}")
-        return all(settled(case) for case in ACCEPTED)
+        return all(settled(case) for case in accepted)
 
     cluster.wait_for(all_settled, timeout=900, what="every accepted object to be reconciled or refused",
                      interval=3)
-    for case in ACCEPTED:
+    for case in accepted:
         name = case.body(ns)["metadata"]["name"]
         obj = settled(case)
         assert obj is not None

@@ -5,6 +5,7 @@ These talk to a real API server and a real node (the local cluster, or `$KUBECON
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 import uuid
@@ -21,7 +22,11 @@ HOSTPATH_BASE = Path("/var/lib/otus-smoke")
 
 @pytest.fixture
 def hostpath_dir(namespace: str) -> Iterator[Path]:
+    # made writable for the server's non-root user, as a local-path provisioner makes its
+    # directories (a hostPath volume has no fsGroup ownership)
     path = HOSTPATH_BASE / namespace
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o777)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -62,10 +67,12 @@ def _server_manifests(namespace: str, path: Path) -> str:
           template:
             metadata: {{labels: {{app: db}}}}
             spec:
+              securityContext: {json.dumps(kube.POD_SECURITY)}
               containers:
               - name: mysql
                 image: {MYSQL_IMAGE}
                 imagePullPolicy: IfNotPresent
+                securityContext: {json.dumps(kube.CONTAINER_SECURITY)}
                 env:
                 - name: MYSQL_ROOT_PASSWORD
                   valueFrom: {{secretKeyRef: {{name: db, key: password}}}}

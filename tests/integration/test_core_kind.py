@@ -116,7 +116,6 @@ def test_a_core_kind_watch_runs_its_role_for_the_selected_objects(
         cluster.wait_for(lambda: seen("late"), timeout=120, what="the role to run for the late ConfigMap", interval=1)
         assert cluster.get("-n", ns, "configmap", "picked-seen")["data"] == {"source": "picked",
                                                                               "colour": "picked-blue"}
-        assert any(s.name == "picked" and s.status == "successful" for s in operator.summaries())
         cluster.apply(json.dumps({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                                   "metadata": {"name": "token", "namespace": ns, "labels": {LABEL: "watched"}},
                                   "stringData": {"k": "v"}}))
@@ -124,9 +123,11 @@ def test_a_core_kind_watch_runs_its_role_for_the_selected_objects(
                                                  check=False).returncode == 0,
                          timeout=120, what="the collection's role to run for the Secret", interval=1)
         assert cluster.get("-n", ns, "configmap", "token-seen-by-collection")["data"] == {"shade": "TOKEN"}
-        # the token's run logs its summary after the write seen above: wait for it
-        cluster.wait_for(lambda: "token" in {s.name for s in operator.summaries()}, timeout=60,
-                         what="the Secret's run to end", interval=0.5)
+        # the runs of picked, late and the token each log their summary after the write
+        # seen above: wait for all three
+        cluster.wait_for(lambda: {"picked", "late", "token"} <= {s.name for s in operator.summaries()},
+                         timeout=60, what="the runs of picked, late and the Secret to end", interval=0.5)
+        assert any(s.name == "picked" and s.status == "successful" for s in operator.summaries())
         assert sorted(s.name for s in operator.summaries()) == ["late", "picked", "token"], \
             "a run the selector excludes"
         for excluded in ("ignored", "draft"):

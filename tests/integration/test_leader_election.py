@@ -85,6 +85,9 @@ def test_one_of_two_operators_leads_and_the_other_takes_over_when_it_dies(
 
         watched("one")
         cluster.wait_for(lambda: seen("one"), timeout=120, what="the leader to run the role", interval=1)
+        # Its run's summary is written when the run ends, after the ConfigMap.
+        cluster.wait_for(lambda: "one" in [s.name for s in first.summaries()], timeout=60,
+                         what="the leader's run of one to end", interval=1)
         assert {s.name for s in first.summaries()} == {"one"}
         assert second.summaries() == [], "the standby ran a role"
         assert "leading: holds" not in second.log()

@@ -390,7 +390,7 @@ def test_deleting_a_server_that_is_not_ready_waits_until_skipping_the_backup_is_
     ns, name = op_namespace, "notready"
     # The cluster's pause image runs (or, on another cluster, fails to pull): never ready,
     # and the run that is to set the new server's password fails.
-    cluster.apply(oh.mysql_object(name, ns, image="localhost/pause:k8s-1.20.2"))
+    cluster.apply(oh.mysql_object(name, ns, image="localhost/pause:local"))
 
     def no_password() -> bool:
         cond = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure")
@@ -428,7 +428,7 @@ def test_image_change_rolls_the_deployment_and_storage_growth_is_reported(
         cluster.apply(oh.mysql_object(name, ns, image=server.image))
         created = oh.wait_successful(cluster, ns, name, operator)
         assert created["status"]["storage"]["current"] == "1Gi", created["status"]
-        new_image = "localhost/pause:k8s-1.20.2"  # any other image; it need not serve MySQL here
+        new_image = "localhost/pause:local"  # any other image; it need not serve MySQL here
         cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
                         json.dumps({"spec": {"image": new_image, "storage_size": "2Gi"}}))
         changed = oh.wait_successful(cluster, ns, name, operator)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 
@@ -88,8 +89,7 @@ def install(cluster: harness.Cluster, objects: list[dict[str, Any]]) -> Iterator
 @pytest.fixture
 def other_namespace(cluster: harness.Cluster) -> Iterator[str]:
     """A namespace the namespaced operator does not own (incluster-*: this module's)."""
-    name = f"incluster-rbac-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("create", "namespace", name)
+    name = cluster.create_namespace(f"incluster-rbac-{uuid.uuid4().hex[:6]}")
     try:
         yield name
     finally:
@@ -98,8 +98,11 @@ def other_namespace(cluster: harness.Cluster) -> Iterator[str]:
 
 @pytest.fixture
 def crd(cluster: harness.Cluster) -> None:
-    """The CRD, so that `can-i` resolves mysqls (left installed: other tests use it)."""
-    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "crd.yml"))
+    """The CRD, so that `can-i` resolves mysqls (left installed: other tests use it). Before
+    1.23 the server's schema of a CRD, which kubectl checks the file against, has no
+    x-kubernetes-validations (README)."""
+    validate = ["--validate=false"] if cluster.server_version < (1, 23) else []
+    cluster.kubectl("apply", *validate, "-f", str(REPO / "deploy" / "crd.yml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/mysqls.otus.homework",
                     "--timeout=60s")
 
@@ -112,8 +115,12 @@ def clusterwide(cluster: harness.Cluster, crd: None) -> Iterator[None]:
 @pytest.fixture
 def namespaced(cluster: harness.Cluster, crd: None) -> Iterator[None]:
     # deploy/namespaced/ does not create its namespace (deleting it would delete that)
-    created = cluster.kubectl("create", "namespace", OPERATOR_NAMESPACE,
-                              check=False).returncode == 0
+    try:
+        created = bool(cluster.create_namespace(OPERATOR_NAMESPACE))
+    except kubernetes.client.ApiException as e:
+        if e.status != 409:
+            raise
+        created = False
     try:
         yield from install(cluster, rbac_objects(cluster, "deploy/namespaced"))
     finally:

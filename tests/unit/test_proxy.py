@@ -1,15 +1,21 @@
 """The proxy's pure parts: which object a path addresses, what a create gets injected, and
-whose an object is (the proxy against a real API server: tests/integration/test_dependents)."""
+whose an object is; and the API server's warnings it logs, against a stand-in API server
+(the proxy against a real API server: tests/integration/test_dependents)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import pathlib
+from typing import Any
 
+import aiohttp
 import pytest
 import yaml
+from aiohttp import web
 
-from ansible_kopf import proxy, watches, written
+from ansible_kopf import kubeapi, proxy, watches, written
 
 
 def watch(**changes: object) -> watches.Watch:
@@ -126,3 +132,63 @@ def test_a_runs_writes_are_told_with_their_fields_before_they_go_on(tmp_path: pa
         (services.dependent, 'ns', 's', {('metadata', 'name')}, True),
         (one.dependent, 'ns', 's', {('spec', 'type')}, False),
         (one.dependent, 'ns', 's', None, False)]
+
+
+@pytest.mark.parametrize(('values', 'texts'), [
+    (['299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"'],
+     ['v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice']),
+    # a comma inside the text (kubernetes.core splits the header there and loses it)
+    (['299 - "batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob"'],
+     ['batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob']),
+    # escaped quotes; two warnings in one value (headers joined by a comma)
+    (['299 - "unknown field \\"spec.foo\\"", 299 - "duplicate field \\"replicas\\""'],
+     ['unknown field "spec.foo"', 'duplicate field "replicas"']),
+    (['not quoted at all'], ['not quoted at all']),
+    ([], []),
+])
+def test_warning_headers_are_read_as_their_texts(values: list[str], texts: list[str]) -> None:
+    assert proxy.server_warnings(values) == texts
+
+
+def test_the_api_servers_warnings_to_a_run_are_logged_and_the_response_goes_back(
+        tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    warnings = ['299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"',
+                '299 - "unknown field \\"spec.foo\\""']
+
+    async def api_server(_request: web.Request) -> web.Response:
+        response = web.json_response({'kind': 'EndpointsList', 'items': []})
+        for value in warnings:  # one header each, as the API server sends them
+            response.headers.add('Warning', value)
+        return response
+
+    async def go() -> tuple[int, dict[str, Any]]:
+        app = web.Application()
+        app.router.add_get('/api/v1/namespaces/ns/endpoints', api_server)
+        upstream = web.AppRunner(app)
+        await upstream.setup()
+        site = web.TCPSite(upstream, '127.0.0.1', 0)
+        await site.start()
+        port = upstream.addresses[0][1]
+        runs = proxy.Proxy(kubeapi.Upstream(host=f"http://127.0.0.1:{port}", ssl=False,
+                                            authorization=lambda: None),
+                           tmp_path / 'proxy', learned=lambda _owner, _dependent: None)
+        await runs.start()
+        try:
+            with runs.run(OWNER) as path:
+                token = yaml.safe_load(pathlib.Path(path).read_text())['users'][0]['user']['token']
+                async with aiohttp.ClientSession() as client, client.get(
+                        f"http://127.0.0.1:{runs.port}/api/v1/namespaces/ns/endpoints",
+                        headers={'Authorization': f"Bearer {token}"}) as response:
+                    return response.status, await response.json()
+        finally:
+            await runs.close()
+            await upstream.cleanup()
+
+    with caplog.at_level(logging.WARNING, logger='ansible_kopf.proxy'):
+        status, body = asyncio.run(go())
+    assert (status, body) == (200, {'kind': 'EndpointsList', 'items': []})
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        '[otus.homework/v1/MySQL ns/db] API server warning on GET /api/v1/namespaces/ns/endpoints: '
+        'v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice',
+        '[otus.homework/v1/MySQL ns/db] API server warning on GET /api/v1/namespaces/ns/endpoints: '
+        'unknown field "spec.foo"']
