@@ -384,6 +384,23 @@ def warnings_about(cluster: harness.Cluster, namespace: str, name: str) -> list[
     return [e for e in events if e["type"] == "Warning"]
 
 
+def wait_warning(cluster: harness.Cluster, namespace: str, name: str, accept: Callable[[str], bool],
+                 timeout: float = 60) -> list[str]:
+    """Wait for a Warning event about `name` whose message `accept` takes; return the messages
+    of every Warning about it. kopf posts the operator's events from a queue, which may
+    follow the status patch of the same run: a test that has seen the Failure condition
+    waits here for the event."""
+    found: list[str] = []
+
+    def arrived() -> bool:
+        found[:] = [e["message"] for e in warnings_about(cluster, namespace, name)]
+        return any(accept(m) for m in found)
+
+    with contextlib.suppress(AssertionError):
+        cluster.wait_for(arrived, timeout=timeout, what=f"a Warning event about {namespace}/{name}", interval=0.5)
+    return found
+
+
 def wait_ready(cluster: harness.Cluster, namespace: str, name: str, timeout: int = 300) -> None:
     """Wait until the MySQL Deployment's pod is Ready (Successful means applied, not serving)."""
     cluster.kubectl("-n", namespace, "rollout", "status", f"deployment/{name}", f"--timeout={timeout}s",

@@ -272,7 +272,7 @@ def test_a_re_created_instance_restores_the_backup_it_names(backups: Backups) ->
     b.cluster.wait_for(refused, timeout=120, what="the restore_from refusal", interval=1)
     message = (oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {})["message"]
     assert "spec.restore_from" in message and "'no-such-backup' does not exist" in message, message
-    assert any("spec.restore_from" in e["message"] for e in oh.warnings_about(b.cluster, b.ns, name))
+    assert any("spec.restore_from" in m for m in oh.wait_warning(b.cluster, b.ns, name, lambda m: "spec.restore_from" in m))
 
 
 def test_a_restore_replaces_a_running_instances_database(backups: Backups) -> None:

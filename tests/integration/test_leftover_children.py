@@ -50,7 +50,7 @@ def test_a_re_created_object_waits_for_the_deleted_ones_data_claim(
         cluster.wait_for(failed, timeout=120, what="a Failure condition while the old claim is there", interval=1)
         failure = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure") or {}
         assert f"{name}-data" in failure["message"] and owner in failure["message"], failure
-        assert any(f"{name}-data" in e["message"] for e in oh.warnings_about(cluster, ns, name))
+        assert any(f"{name}-data" in m for m in oh.wait_warning(cluster, ns, name, lambda m: f"{name}-data" in m))
         claim = cluster.get("-n", ns, "pvc", f"{name}-data")
         assert [o["uid"] for o in claim["metadata"]["ownerReferences"]] == [owner]  # not taken over
 

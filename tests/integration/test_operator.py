@@ -292,10 +292,16 @@ def test_password_rotation_through_the_referenced_secret(cluster: harness.Cluste
         oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=first_login, image=server.image)
 
         new = base64.b64encode(b"second pass'word").decode()
+        generation = cluster.get("-n", ns, "deployment", name)["metadata"]["generation"]
         cluster.kubectl("-n", ns, "patch", "secret", ref, "--type=merge", "-p", json.dumps({"data": {"password": new}}))
         cluster.wait_for(lambda: _secret_value(cluster, ns, f"{name}-credentials") == "second pass'word",
                          timeout=240, what="the periodic reconcile to rotate the password", interval=3)
-        oh.wait_ready(cluster, ns, name)  # the server restarts with the new password in its probe's environment
+        # the server restarts with the new password in its probe's environment: the run
+        # writes the credentials Secret before the Deployment, so wait for the new pod
+        # template before the rollout (or the old pod, still Ready, would do)
+        cluster.wait_for(lambda: cluster.get("-n", ns, "deployment", name)["metadata"]["generation"] > generation,
+                         timeout=120, what="the Deployment to get the new password's pod template", interval=1)
+        oh.wait_ready(cluster, ns, name)
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
                          image=server.image)
         assert out.strip().startswith("root@")
@@ -323,7 +329,7 @@ def test_bad_reference_reports_failure_condition_and_event(cluster: harness.Clus
     cond = oh.condition(cluster.get("-n", ns, "mysqls.otus.homework", name), "Failure")
     assert cond is not None
     assert "spec.passwordSecretRef" in cond["message"], cond
-    warnings = [e["message"] for e in oh.warnings_about(cluster, ns, name)]
+    warnings = oh.wait_warning(cluster, ns, name, lambda m: "spec.passwordSecretRef" in m)
     assert any("spec.passwordSecretRef" in m for m in warnings), warnings
     # Fixing the input lets the object converge.
     cluster.kubectl("-n", ns, "create", "secret", "generic", "no-such-secret", "--from-literal=password=fixed-pw")
@@ -405,7 +411,7 @@ def test_deleting_a_server_that_is_not_ready_waits_until_skipping_the_backup_is_
     cluster.wait_for(refused, timeout=180, what="the deletion to be refused", interval=2)
     obj = cluster.get("-n", ns, "mysqls.otus.homework", name)
     assert obj["metadata"].get("deletionTimestamp") and obj["metadata"].get("finalizers"), obj["metadata"]
-    warnings = [e["message"] for e in oh.warnings_about(cluster, ns, name)]
+    warnings = oh.wait_warning(cluster, ns, name, lambda m: "backup before deletion is not possible" in m)
     assert any("backup before deletion is not possible" in m for m in warnings), warnings
 
     cluster.kubectl("-n", ns, "annotate", "mysqls.otus.homework", name,

@@ -229,7 +229,7 @@ def test_a_role_that_oversteps_its_rbac_fails_naming_the_permission(
         assert user in message and denied in message, message
         assert '"kind":"Status"' not in message and "b'" not in message, f"a raw API response: {message}"
 
-        warnings = [e["message"] for e in oh.warnings_about(cluster, ns, name)]
+        warnings = oh.wait_warning(cluster, ns, name, lambda m: ADDED_TASK in m and user in m and denied in m)
         print(f"Warning Event: {warnings[0] if warnings else None}")
         assert any(ADDED_TASK in w and user in w and denied in w for w in warnings), warnings
 
