@@ -492,7 +492,7 @@ def test_every_pod_of_the_instances_was_admitted_at_pod_security_restricted(back
         oh.wait_ready(b.cluster, b.ns, name)
         host = f"{name}.{b.ns}.svc.cluster.local"
         out = oh.sql_job(b.cluster, b.ns, host, DATABASE, "SELECT CURRENT_USER();", secret=f"{name}-credentials",
-                         image=server.image)
+                         image=server.image, wait_for_server=True)
         assert out.strip().startswith("root@"), out
 
     oh.for_each_server(one)

@@ -254,13 +254,13 @@ def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator
         cluster.wait_for(lambda: oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted",
                          timeout=120, what="the Ready condition to follow the Deployment", interval=2)
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
-                         image=server.image)
+                         image=server.image, wait_for_server=True)
         assert out.strip().startswith("root@")
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=f"{name}-credentials", user="app",
-                         image=server.image)
+                         image=server.image, wait_for_server=True)
         assert out.strip() == "1"
         denied = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=old_login, expect_success=False,
-                            image=server.image)
+                            image=server.image, wait_for_server=True)
         assert "Access denied" in denied, denied
 
     oh.for_each_server(one)
@@ -303,10 +303,10 @@ def test_password_rotation_through_the_referenced_secret(cluster: harness.Cluste
                          timeout=120, what="the Deployment to get the new password's pod template", interval=1)
         oh.wait_ready(cluster, ns, name)
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
-                         image=server.image)
+                         image=server.image, wait_for_server=True)
         assert out.strip().startswith("root@")
         denied = oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=first_login, expect_success=False,
-                            image=server.image)
+                            image=server.image, wait_for_server=True)
         assert "Access denied" in denied, denied
         obj = cluster.get("-n", ns, "mysqls.otus.homework", name)
         assert "second pass" not in json.dumps(obj.get("status", {}))
