@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import stat
 from pathlib import Path
@@ -10,16 +9,14 @@ from types import ModuleType
 
 import pytest
 
+from tests import sources
+
 SOURCE = Path(__file__).resolve().parents[2] / "cluster" / "volumes" / "host_volumes.py"
 
 
 @pytest.fixture(scope="module")
 def hv() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("host_volumes_under_test", SOURCE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return sources.load(SOURCE, "host_volumes")
 
 
 def mode(path: Path) -> int:

@@ -3,22 +3,19 @@ when a cron schedule fires next, and what a Job's pods say."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests import sources
+
 PLUGINS = Path(__file__).resolve().parents[2] / "roles/mysql/filter_plugins"
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", PLUGINS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return sources.load(PLUGINS / f"{name}.py", name)
 
 
 backups = _load("mysql_backups")

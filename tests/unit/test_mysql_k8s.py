@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests import sources
+
 SOURCE = Path(__file__).resolve().parents[2] / "roles/mysql/filter_plugins/mysql_k8s.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mysql_k8s_under_test", SOURCE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mysql_k8s = _load()
+mysql_k8s = sources.load(SOURCE, "mysql_k8s")
 
 SERVICE: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Service",
