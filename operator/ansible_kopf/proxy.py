@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import aiohttp
+import multidict
 import yaml
 from aiohttp import web
 
@@ -300,8 +301,10 @@ class Proxy:
                 where = f"{owner.namespace}/{owner.name}" if owner.namespace else owner.name
                 logger.warning(f"[{owner.watch.gvk} {where}] {SERVER_WARNING} "
                                f"{request.method} {request.path}: {text}")
-            response_headers = {k: v for k, v in upstream.headers.items()
-                                if k.lower() not in _RESPONSE_DROPPED}
+            # a multidict: a header the API server sends more than once (Warning) reaches
+            # the run as many times
+            response_headers = multidict.CIMultiDict(
+                (k, v) for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROPPED)
             if created is not None and upstream.status in (HTTP_OK, HTTP_CREATED):
                 self._learn(owner, created)
             if inspect and upstream.status == HTTP_OK and target is not None:

@@ -161,7 +161,7 @@ def test_the_api_servers_warnings_to_a_run_are_logged_and_the_response_goes_back
             response.headers.add('Warning', value)
         return response
 
-    async def go() -> tuple[int, dict[str, Any]]:
+    async def go() -> tuple[int, dict[str, Any], list[str]]:
         app = web.Application()
         app.router.add_get('/api/v1/namespaces/ns/endpoints', api_server)
         upstream = web.AppRunner(app)
@@ -179,14 +179,15 @@ def test_the_api_servers_warnings_to_a_run_are_logged_and_the_response_goes_back
                 async with aiohttp.ClientSession() as client, client.get(
                         f"http://127.0.0.1:{runs.port}/api/v1/namespaces/ns/endpoints",
                         headers={'Authorization': f"Bearer {token}"}) as response:
-                    return response.status, await response.json()
+                    return response.status, await response.json(), response.headers.getall('Warning', [])
         finally:
             await runs.close()
             await upstream.cleanup()
 
     with caplog.at_level(logging.WARNING, logger='ansible_kopf.proxy'):
-        status, body = asyncio.run(go())
+        status, body, passed_on = asyncio.run(go())
     assert (status, body) == (200, {'kind': 'EndpointsList', 'items': []})
+    assert passed_on == warnings, "the run gets every Warning header, not the last one"
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         '[otus.homework/v1/MySQL ns/db] API server warning on GET /api/v1/namespaces/ns/endpoints: '
         'v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice',
