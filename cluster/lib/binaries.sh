@@ -42,11 +42,15 @@ patch_openapi_validation() {
 }
 
 build_binaries() {
-  case "$K8S_VERSION" in
-    1.20.*) binaries_cached || build_debian_binaries ;;
-    *) binaries_cached || build_module_binaries; build_etcd ;;
-  esac
-  binaries_cached && say "cached: Kubernetes $K8S_VERSION binaries in $BIN_DIR"
+  if binaries_cached; then
+    say "cached: Kubernetes $K8S_VERSION binaries in $BIN_DIR"
+  else
+    case "$K8S_VERSION" in
+      1.20.*) build_debian_binaries ;;
+      *) build_module_binaries ;;
+    esac
+  fi
+  case "$K8S_VERSION" in 1.20.*) ;; *) build_etcd ;; esac
 }
 
 # module_build_env: the Go settings of every module build (no toolchain download, go.mod
@@ -129,7 +133,6 @@ build_module_binaries() {
       go build -v -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
   ) || { tail -30 "$SRC_DIR/build-$K8S_VERSION.log" >&2; die "Kubernetes build failed (log: $SRC_DIR/build-$K8S_VERSION.log)"; }
   for b in "${K8S_BINARIES[@]}"; do [ -x "$tmp/$b" ] || die "the build left no $b"; done
-  cp "$src/build/pause/linux/pause.c" "$tmp/pause.c"
   touch "$tmp/.complete"
   rm -rf "$BIN_DIR" && mv "$tmp" "$BIN_DIR"
   say "cached Kubernetes binaries in $BIN_DIR"
@@ -166,13 +169,7 @@ build_debian_binaries() {
   for b in "${K8S_BINARIES[@]}"; do what="$what cmd/$b"; done
   (
     cd "$tree"
-    make WHAT="${what# }" > "$SRC_DIR/build.log" 2>&1 &
-    local pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-      sleep 30
-      say "  still building ($(tail -1 "$SRC_DIR/build.log" | tr -s ' '))"
-    done
-    wait "$pid"
+    with_progress "$SRC_DIR/build.log" make WHAT="${what# }"
   ) || { tail -30 "$SRC_DIR/build.log" >&2; die "Kubernetes build failed (log: $SRC_DIR/build.log)"; }
   local tmp="$BIN_DIR.tmp"
   rm -rf "$tmp" && mkdir -p "$tmp"
