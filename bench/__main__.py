@@ -3,13 +3,13 @@
 workloads, same run, on the cluster in ``$KUBECONFIG``; prints a table and writes
 ``bench/out/results.json``, ``bench/out/results.md`` and ``bench/out/latency.png``.
 From the repository, with operator/ on ``PYTHONPATH`` as bench/run.sh sets it: runs are
-read with ``ansible_kopf.summary``, the cluster through tests/harness.py.
+read with ``ansible_kopf.run.summary``, the cluster through tests/harness.py.
 
 Designs: ``ours`` (``python -m ansible_kopf`` with bench/watches.yaml and the bench_mysql
 role, which applies every out-of-sync object in one module call as roles/mysql does),
 ``ours-cold`` (the same with ``ANSIBLE_KOPF_WARM=false``: no warm servers),
-``ours-pertask`` (the same role with one ``kubernetes.core.k8s`` task per object, as
-roles/mysql was until 2026-11-21: bench/watches-pertask.yaml, bench/pertask.yml), ``a``
+``ours-pertask`` (the same role with one ``kubernetes.core.k8s`` task per object, the
+straightforward way to write the role: bench/watches-pertask.yaml, bench/pertask.yml), ``a``
 (bench/baselines/direct.py: kopf + direct API calls), ``b``
 (bench/baselines/straightforward.py: a fresh ansible-runner run per event, one
 ``kubernetes.core.k8s`` task per object). ``ours``, ``ours-cold`` and ``b`` run at most 4
@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from ansible_kopf import durations
+from ansible_kopf.sdk import durations
 from bench import harness, png
 from bench.baselines import common
 from tests.harness import REPO, AuditLog, Cluster, Operator, describe, now_utc

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_kopf import summary
+from ansible_kopf.run import summary
 from tests.harness import REPO, Cluster, Operator, Resource
 
 BENCH = REPO / 'bench'

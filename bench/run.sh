@@ -9,5 +9,5 @@ if [ -z "${KUBECONFIG:-}" ] && [ -e /var/lib/otus-cluster/ready ]; then
 fi
 venv=$("$here/hack/venv.sh")
 cd "$here"  # on sys.path with `-m`: bench, tests (tests/harness.py)
-export PYTHONPATH="$here/operator${PYTHONPATH:+:$PYTHONPATH}"  # ansible_kopf.summary
+export PYTHONPATH="$here/operator${PYTHONPATH:+:$PYTHONPATH}"  # ansible_kopf.run.summary
 exec "$venv/bin/python" -m bench "$@"

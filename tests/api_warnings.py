@@ -12,7 +12,7 @@ Where they are seen:
 * an operator's log, when a test stops the operator (tests/integration/operator_harness.py):
   the lines the operator's API proxy writes for a warning the API server answered a run's
   request with (``[<gvk> <ns>/<name>] API server warning on <METHOD> <path>: <text>``,
-  :data:`ansible_kopf.proxy.SERVER_WARNING`) whose text is a deprecation or a field warning
+  :data:`ansible_kopf.kube.proxy.SERVER_WARNING`) whose text is a deprecation or a field warning
   (:data:`API_TEXTS`). No other line of the log carries the API server's warnings: kopf
   and the ``kubernetes`` client drop those of the operator's own requests, and Ansible's
   ``[WARNING]: `` text (logged with ``ANSIBLE_LOG_EVENTS=Everything`` only) is wrapped to 80
@@ -33,7 +33,7 @@ import shlex
 import threading
 from collections.abc import Iterable, Sequence
 
-from ansible_kopf import proxy
+from ansible_kopf.kube import proxy
 
 KUBECTL_PREFIX = "Warning:"  # how kubectl prints a warning, at the start of a line of stderr
 # The API server's deprecation and field warnings, e.g. `batch/v1beta1 CronJob is deprecated

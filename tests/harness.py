@@ -7,7 +7,7 @@ The cluster is reached two ways, both methods of :class:`Cluster`: ``kubectl``, 
 tests do as a user would (``kubectl`` output, ``exec``, ``logs``, ``rollout status``), and
 the ``kubernetes`` client, for many calls and watches without a process each (the
 benchmark's objects, namespaces, CRDs). An operator's runs are read from its log with
-:mod:`ansible_kopf.summary` (the ``reconcile-summary`` line), never with a pattern here.
+:mod:`ansible_kopf.run.summary` (the ``reconcile-summary`` line), never with a pattern here.
 
 What only one side needs stays there: tests/kube.py (server images, Job manifests),
 tests/integration/operator_harness.py (the operator tests' MySQL objects and helpers),
@@ -37,7 +37,7 @@ import kubernetes
 import urllib3
 import yaml
 
-from ansible_kopf import summary
+from ansible_kopf.run import summary
 from tests import api_warnings, reads
 
 REPO = Path(__file__).resolve().parents[1]

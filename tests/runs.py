@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ansible_kopf import extravars, runner, watches
+from ansible_kopf.run import runner
+from ansible_kopf.sdk import extravars, watches
 from ansible_kopf.warm.pool import Pool
 
 PASSWORD = 'Pa55-w0rd-not-for-disk'
@@ -185,7 +186,7 @@ def make_tree(root: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def make_watch(tree: pathlib.Path, target: watches.Target, **changes: Any) -> watches.Watch:
+def make_watch(tree: pathlib.Path, target: watches.Runnable, **changes: Any) -> watches.Watch:
     watch = watches.Watch(
         group='otus.homework', version='v1', kind='MySQL', target=target,
         vars={'out_dir': str(tree / 'out')}, reconcile_period=0.0, manage_status=True,
@@ -197,11 +198,11 @@ def make_watch(tree: pathlib.Path, target: watches.Target, **changes: Any) -> wa
 
 
 def role(tree: pathlib.Path, name: str, **changes: Any) -> watches.Watch:
-    return make_watch(tree, watches.Target(type='role', path=tree / 'roles' / name), **changes)
+    return make_watch(tree, watches.Runnable(type='role', path=tree / 'roles' / name), **changes)
 
 
 def playbook(tree: pathlib.Path, name: str, **changes: Any) -> watches.Watch:
-    return make_watch(tree, watches.Target(type='playbook',
+    return make_watch(tree, watches.Runnable(type='playbook',
                                            path=tree / 'playbooks' / f"{name}.yml"), **changes)
 
 

@@ -1,6 +1,6 @@
 """
 What both baselines share: the bench role's tunables (image, hostPath base), the status
-they write, the reconcile summary they log as the operator does (``ansible_kopf.summary``:
+they write, the reconcile summary they log as the operator does (``ansible_kopf.run.summary``:
 the benchmark reads every design's runs from it alike), and the optional periodic reconcile
 (``BENCH_RECONCILE_PERIOD``), and the kopf handlers that call a baseline's reconcile
 (:func:`register`).
@@ -17,7 +17,7 @@ import kopf
 import kubernetes
 import yaml
 
-from ansible_kopf import summary
+from ansible_kopf.run import summary
 
 GROUP, VERSION, PLURAL = 'bench.otus.test', 'v1', 'mysqls'
 KIND = f"{GROUP}/{VERSION}/MySQL"  # a summary's kind, as the operator writes it

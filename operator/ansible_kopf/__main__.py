@@ -10,8 +10,8 @@ a boolean alone (``--inject-owner-ref``) or with ``=false``. An unknown flag is 
 that names it.
 
 With ``--leader-elect``, kopf starts only once this process holds the Lease
-(:mod:`leader`); meanwhile the health probe answers, as a standby replica's must. Losing
-the Lease stops the operator (exit code 1); a clean stop releases it.
+(:mod:`kube.leader_election`); meanwhile the health probe answers, as a standby replica's
+must. Losing the Lease stops the operator (exit code 1); a clean stop releases it.
 """
 import contextlib
 import http.server
@@ -24,7 +24,9 @@ from typing import Final
 
 import kopf
 
-from ansible_kopf import config, constants, handlers, kubeapi, leader, watches
+from ansible_kopf import config, constants, handlers
+from ansible_kopf.kube import client, leader_election
+from ansible_kopf.sdk import watches
 
 FLAGS: Final[Mapping[str, str]] = {  # flag: the environment variable it sets
     'watches-file': constants.ENV_WATCHES_FILE,
@@ -88,16 +90,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ansible-kopf: {e}", file=sys.stderr)
         return 2
     kopf.configure(log_format=kopf.LogFormat.FULL)
-    elector: leader.Elector | None = None
+    elector: leader_election.Elector | None = None
     if cfg.election is not None:
-        elector = leader.Elector(kubeapi.connect().leases(), cfg.election)
+        elector = leader_election.Elector(client.connect().leases(), cfg.election)
         with _healthy_meanwhile(cfg.liveness_endpoint):
             elector.acquire()
     lost, keeping = threading.Event(), threading.Event()
     if elector is not None:
         def on_lost() -> None:
             lost.set()
-            leader.stop_self(grace=30.0)
+            leader_election.stop_self(grace=30.0)
         elector.keep(on_lost, keeping)
     try:
         kopf.run(

@@ -16,7 +16,9 @@ import shlex
 import tempfile
 from collections.abc import Mapping
 
-from ansible_kopf import constants, durations, leader, watches
+from ansible_kopf import constants
+from ansible_kopf.kube import leader_election
+from ansible_kopf.sdk import durations, watches
 
 
 class ConfigError(ValueError):
@@ -39,7 +41,8 @@ class Config:
     metrics_address: tuple[str, int] | None = None  # host, port of /metrics; None: off
     defaults: watches.Defaults = dataclasses.field(default_factory=watches.Defaults)
     ansible_args: tuple[str, ...] = ()  # added to every ansible-playbook command line
-    election: leader.Settings | None = None  # None: no leader election (this process reconciles)
+    # None: no leader election (this process reconciles)
+    election: leader_election.LeaseSettings | None = None
 
     @property
     def clusterwide(self) -> bool:
@@ -116,7 +119,7 @@ def _duration(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r}: {e}") from None
 
 
-def election(env: Mapping[str, str]) -> leader.Settings | None:
+def election(env: Mapping[str, str]) -> leader_election.LeaseSettings | None:
     """The leader-election settings, checked as controller-runtime checks them. The Lease
     lives in --leader-election-namespace, else in the namespace of the pod this runs in."""
     if not _boolean(env, constants.ENV_LEADER_ELECT, False):
@@ -134,12 +137,12 @@ def election(env: Mapping[str, str]) -> leader.Settings | None:
                           f"{constants.ENV_RETRY_PERIOD}: the lease duration must exceed the "
                           "renew deadline, and the renew deadline 1.2 retry periods")
     namespace = (env.get(constants.ENV_LEADER_ELECTION_NAMESPACE, '').strip()
-                 or leader.pod_namespace())
+                 or leader_election.pod_namespace())
     if namespace is None:
         raise ConfigError(f"{constants.ENV_LEADER_ELECT}: outside a pod, leader election "
                           "needs --leader-election-namespace "
                           f"({constants.ENV_LEADER_ELECTION_NAMESPACE})")
-    result = leader.Settings(name=name, namespace=namespace, lease_duration=lease,
+    result = leader_election.LeaseSettings(name=name, namespace=namespace, lease_duration=lease,
                              renew_deadline=renew, retry_period=retry)
     return result
 

@@ -13,7 +13,7 @@ Per entry: ``on.create``, ``on.update`` (spec changes only) and ``on.resume`` re
 with a ``finalizer``, ``on.delete`` runs the finalizer's role/playbook and keeps the object
 until it succeeds. A ``reconcilePeriod`` (or the object's reconcile-period annotation) is
 not a kopf timer: as in the SDK, a successful run requeues the object that long after it
-(:class:`Requeue`), so nothing of it is running or waiting when the object is deleted.
+(:class:`requeues.Requeue`), so nothing of it is running or waiting when the object is deleted.
 
 kopf has one finalizer name per operator: the first ``finalizer.name`` in ``watches.yaml``
 (or ``ansible-kopf/finalizer`` if none) is used for all kinds; differing names are logged.
@@ -21,12 +21,11 @@ kopf has one finalizer name per operator: the first ``finalizer.name`` in ``watc
 Failures post a Warning event on the object with the failed task's message and are
 retried with exponential backoff (kopf keeps the retry count in an annotation).
 
-Runs reach the API server through :mod:`proxy`, which injects owner references and
-reports the kinds the runs' objects own; :mod:`dependents` watches those, and
-:class:`Requeue` runs the owner's role again when one of its objects changed.
+Runs reach the API server through :mod:`kube.proxy`, which injects owner references and
+reports the kinds the runs' objects own; :mod:`kube.dependents` watches those, and
+:class:`requeues.Requeue` runs the owner's role again when one of its objects changed.
 """
 import asyncio
-import contextvars
 import hashlib
 import json
 import logging
@@ -36,46 +35,27 @@ from typing import Any, Final, cast
 import kopf
 from aiohttp import web
 
-from ansible_kopf import (
-    config,
-    constants,
-    dependents,
-    events,
-    kubeapi,
-    launchers,
-    locks,
-    metrics,
-    proxy,
-    reconciling,
-    runner,
-    watches,
-)
+from ansible_kopf import config, constants, reconciling, requeues
+from ansible_kopf.kube import client, dependents, proxy
+from ansible_kopf.run import concurrency, launchers, runner, runner_events
+from ansible_kopf.sdk import metrics, watches
 from ansible_kopf.warm import pool
 
 logger = logging.getLogger(__name__)
-
-
-def backoff(retry: int) -> float:
-    """Seconds before the next attempt: 5, 10, 20, ... up to 5 minutes."""
-    return float(min(constants.BACKOFF_BASE * 2.0 ** min(retry, 16), constants.BACKOFF_CAP))
 
 
 def spec_changed(diff: Iterable[kopf.DiffItem]) -> bool:
     return any(not item.field or item.field[0] == 'spec' for item in diff)
 
 
-def describe(outcome: events.Outcome, *, what: str) -> str:
-    task = f" at task {outcome.failed_task!r}" if outcome.failed_task else ''
-    return f"{what} failed{task}: {outcome.message}"
-
-
-def _react(body: kopf.Body, outcome: events.Outcome | None, retry: int, *, what: str) -> None:
+def _react(body: kopf.Body, outcome: runner_events.Outcome | None, retry: int, *,
+           what: str) -> None:
     """Turn a failed run into a Warning event and a retry."""
     if outcome is None or outcome.successful:
         return
-    message = describe(outcome, what=what)
+    message = reconciling.describe(outcome, what=what)
     kopf.warn(body, reason=f"{what}Failed", message=message[:constants.EVENT_MESSAGE_LIMIT])
-    raise kopf.TemporaryError(message, delay=backoff(retry))
+    raise kopf.TemporaryError(message, delay=reconciling.backoff(retry))
 
 
 def _controller(param: Any) -> reconciling.Controller:
@@ -92,7 +72,7 @@ async def reconcile(*, body: kopf.Body, resource: kopf.Resource, name: str,
                                           namespace=namespace, name=name)
     _react(body, outcome, retry, what='Reconcile')
     requeue = memo.get('requeue') if memo is not None else None
-    if outcome is not None and isinstance(requeue, Requeue):
+    if outcome is not None and isinstance(requeue, requeues.Requeue):
         requeue.after_run(dependents.OwnerKey(controller.watch.group, controller.watch.kind,
                                               namespace, name), outcome)
 
@@ -112,131 +92,6 @@ async def finalize(*, body: kopf.Body, resource: kopf.Resource, name: str,
     outcome = await reconciling.reconcile(_controller(param), resource=resource,
                                           namespace=namespace, name=name, finalizing=True)
     _react(body, outcome, retry, what='Finalize')
-
-
-DEPENDENT_CHANGED: Final = 'an object it owns changed, reconciling'
-DEPENDENT_STATUS_CHANGED: Final = "the status of an object it owns changed, reconciling"
-REQUEUED: Final = 'requeued by its last run (requeue_after), reconciling'
-PERIODIC: Final = 'its reconcile period has passed since its last run, reconciling'
-
-
-class Requeue:
-    """
-    Runs of a watched object's role that no kopf event starts: one of its dependents changed
-    (the SDK requeues the owner), or its last run asked for another after a delay
-    (``operator_sdk.util.requeue_after``), or its reconcile period has passed since its last
-    successful run. At most one delayed request per object is kept (a later one replaces it),
-    and a request for an object that is gone or being deleted runs nothing. At most one run
-    per object waits for its turn: a request while one waits adds none, a request while one
-    runs queues one more. A failed run posts a Warning event and is tried again after the
-    same backoff as kopf's retries.
-    """
-
-    def __init__(self) -> None:
-        self._kinds: dict[tuple[str, str], tuple[reconciling.Controller, kopf.Resource]] = {}
-        self._waiting: set[dependents.OwnerKey] = set()
-        self._retries: dict[dependents.OwnerKey, int] = {}
-        self._timers: dict[dependents.OwnerKey, asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._context = contextvars.copy_context()  # kopf's, for its event posting
-
-    def add(self, controller: reconciling.Controller, resource: kopf.Resource) -> None:
-        self._kinds[(controller.watch.group, controller.watch.kind)] = (controller, resource)
-
-    def __call__(self, change: dependents.Change) -> None:
-        """A dependent of ``change.owner`` changed."""
-        target = self._kinds.get((change.owner.group, change.owner.kind))
-        if target is None:
-            return
-        watch = target[0].watch
-        if (not watch.watch_dependents or (change.status_only and not watch.watch_dependent_status)
-                or (change.group, change.version, change.kind) in watch.blacklist):
-            return
-        reason = DEPENDENT_STATUS_CHANGED if change.status_only else DEPENDENT_CHANGED
-        self._queue(change.owner, reason=f"{reason} ({change.kind} {change.name})"
-                    if change.name else reason)
-
-    def later(self, owner: dependents.OwnerKey, delay: float, reason: str = REQUEUED) -> None:
-        """Run for ``owner`` again in ``delay`` seconds (replacing an earlier request)."""
-        timer = self._timers.pop(owner, None)
-        if timer is not None:
-            timer.cancel()
-        self._timers[owner] = asyncio.get_running_loop().call_later(
-            delay, self._due, owner, reason)
-
-    def after_run(self, owner: dependents.OwnerKey, outcome: events.Outcome) -> None:
-        """Request the next run that ``outcome`` asks for (its requeue_after or period), if any."""
-        if outcome.requeue_after:
-            self.later(owner, outcome.requeue_after, PERIODIC if outcome.periodic else REQUEUED)
-
-    def _due(self, owner: dependents.OwnerKey, reason: str) -> None:
-        self._timers.pop(owner, None)
-        self._queue(owner, reason)
-
-    def _queue(self, owner: dependents.OwnerKey, reason: str) -> None:
-        target = self._kinds.get((owner.group, owner.kind))
-        if target is None or owner in self._waiting:
-            return
-        self._waiting.add(owner)
-        task = asyncio.get_running_loop().create_task(self._run(owner, *target, reason=reason),
-                                                      context=self._context.copy())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def close(self) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _run(self, owner: dependents.OwnerKey, controller: reconciling.Controller,
-                   resource: kopf.Resource, *, reason: str) -> None:
-        namespace = owner.namespace if resource.namespaced else None
-        key = f"{owner.namespace}/{owner.name}" if namespace else owner.name
-        try:
-            outcome = await reconciling.reconcile(
-                controller, resource=resource, namespace=namespace, name=owner.name,
-                started=lambda: self._waiting.discard(owner), reason=reason)
-        except Exception:
-            logger.exception(f"{owner.kind} {key}: the reconcile failed")
-            outcome = None
-        finally:
-            self._waiting.discard(owner)
-        if outcome is None or outcome.successful:
-            self._retries.pop(owner, None)
-            if outcome is not None:
-                self.after_run(owner, outcome)
-            return
-        retry = self._retries.get(owner, 0)
-        self._retries[owner] = retry + 1
-        body = await controller.api.get(resource, namespace=namespace, name=owner.name)
-        if body is not None:
-            message = describe(outcome, what='Reconcile')
-            kopf.warn(kopf.Body(cast(kopf.RawBody, body)), reason='ReconcileFailed',
-                      message=message[:constants.EVENT_MESSAGE_LIMIT])
-        self.later(owner, backoff(retry))
-
-
-async def serve_metrics(registry: metrics.Registry, address: tuple[str, int],
-                        logger: kopf.Logger) -> web.AppRunner | None:
-    """``/metrics`` on ``address``; ``None`` (and a warning) if it cannot listen there."""
-    async def scrape(_: web.Request) -> web.Response:
-        return web.Response(text=registry.render(), content_type='text/plain',
-                            charset='utf-8', headers={'X-Content-Format': '0.0.4'})
-
-    app = web.Application()
-    app.router.add_get(constants.METRICS_PATH, scrape)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, *address).start()
-    except OSError as e:
-        logger.warning(f"no metrics endpoint: cannot listen on {address[0]}:{address[1]}: {e}")
-        await runner.cleanup()
-        return None
-    logger.info(f"Metrics at http://{address[0]}:{address[1]}{constants.METRICS_PATH}")
-    return runner
 
 
 def finalizer_name(entries: Sequence[watches.Watch], logger: kopf.Logger) -> str:
@@ -286,7 +141,7 @@ def configure(settings: kopf.OperatorSettings, *, finalizer: str, namespaced: bo
 def _expressions_filter(watch: watches.Watch) -> Callable[..., bool]:
     """A kopf ``when=`` filter: the object matches ``selector.matchExpressions``."""
     def when(*, labels: Mapping[str, str], **_: Any) -> bool:
-        return watch.selects(labels)
+        return watch.matches_expressions(labels)
     return when
 
 
@@ -300,7 +155,7 @@ def _content_changed(watch: watches.Watch) -> Callable[..., bool]:
     changes; with ``watchAnnotationsChanges``, its annotations too (kopf leaves its own out
     of the diff). Labels alone run nothing (the SDK's default)."""
     def when(*, labels: Mapping[str, str], diff: Iterable[Any], **_: Any) -> bool:
-        if watch.match_expressions and not watch.selects(labels):
+        if watch.match_expressions and not watch.matches_expressions(labels):
             return False
         return any(not item[1] or item[1][0] not in ('metadata', 'status')
                    or (watch.watch_annotations and _annotations(item)) for item in diff)
@@ -358,13 +213,13 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     if cfg.warm:
         launcher = launchers.Warm(pool.Pool(cfg.workdir / 'warm', idle_timeout=cfg.warm_idle))
     memo['launcher'] = launcher
-    shared = runner.Settings(workdir=cfg.workdir, verbosity=cfg.verbosity,
+    shared = runner.RunSettings(workdir=cfg.workdir, verbosity=cfg.verbosity,
                              log_events=cfg.log_events, kubeconfig=cfg.kubeconfig,
                              launcher=launcher, ansible_args=cfg.ansible_args)
-    throttle = locks.Throttle(cfg.max_runs)
-    api = kubeapi.connect()
+    throttle = concurrency.Throttle(cfg.max_runs)
+    api = client.connect()
     upstream = api.upstream()
-    requeue = Requeue()
+    requeue = requeues.Requeue()
     watcher = dependents.Watcher(upstream, cfg.namespaces, requeue)
     runs_proxy = proxy.Proxy(
         upstream, cfg.workdir / 'proxy',
@@ -375,7 +230,7 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
     memo['requeue'], memo['watcher'], memo['proxy'] = requeue, watcher, runs_proxy
     registry = metrics.Registry()
     if cfg.metrics_address is not None:
-        memo['metrics'] = await serve_metrics(registry, cfg.metrics_address, logger)
+        memo['metrics'] = await metrics.serve(registry, cfg.metrics_address)
     controllers = [reconciling.Controller(watch=watch, settings=shared, throttle=throttle,
                                           api=api, runs_proxy=runs_proxy, registry=registry)
                    for watch in entries]
@@ -399,7 +254,7 @@ async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     """
     for name in ('requeue', 'watcher', 'proxy'):
         part = memo.get(name)
-        if isinstance(part, Requeue | dependents.Watcher | proxy.Proxy):
+        if isinstance(part, requeues.Requeue | dependents.Watcher | proxy.Proxy):
             await part.close()
     served = memo.get('metrics')
     if isinstance(served, web.AppRunner):

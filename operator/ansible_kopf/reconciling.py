@@ -1,18 +1,22 @@
 """
 One reconcile (or finalization) of one object, from lock to status:
 
-1. wait for the object's turn (:mod:`locks`: one run per object, per-kind and global bounds);
+1. wait for the object's turn (:mod:`run.concurrency`: one run per object, per-kind and
+   global bounds);
 2. read the object fresh (a queued run must not use a stale spec or status); if it is gone,
    or is being deleted and this is not the finalizer's run, there is nothing to do;
-3. mark ``Running`` if the status does not report this generation yet (:mod:`status`);
-4. run the role or playbook (:mod:`runner`) with the object's variables (:mod:`extravars`),
-   and log what it did (:mod:`summary`: a sentence, and a line of fields for programs);
+3. mark ``Running`` if the status does not report this generation yet (:mod:`sdk.status`);
+4. run the role or playbook (:mod:`run.runner`) with the object's variables
+   (:mod:`sdk.extravars`), and log what it did (:mod:`run.summary`: a sentence, and a line
+   of fields for programs);
 5. read the status again (the role may have written to it) and write the outcome to
    ``.status``: only what changed, nothing if nothing did.
 
 With ``manageStatus: false`` steps 3 and 5 are skipped. After a successful finalization
 the object is about to disappear, so its status is not written either.
-kopf-specific reactions (events, retries) are the handlers' business, not this module's.
+kopf-specific reactions (events, retries) are the handlers' business, not this module's;
+the failure's wording and the retry delay they use (:func:`describe`, :func:`backoff`) are
+here, shared with :mod:`requeues`.
 """
 import contextlib
 import dataclasses
@@ -22,20 +26,10 @@ from typing import Any
 
 import kopf
 
-from ansible_kopf import (
-    constants,
-    durations,
-    events,
-    extravars,
-    kubeapi,
-    locks,
-    metrics,
-    proxy,
-    runner,
-    status,
-    summary,
-    watches,
-)
+from ansible_kopf import constants
+from ansible_kopf.kube import client, proxy
+from ansible_kopf.run import concurrency, runner, runner_events, summary
+from ansible_kopf.sdk import durations, extravars, metrics, status, watches
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +38,9 @@ logger = logging.getLogger(__name__)
 class Controller:
     """Everything needed to reconcile the objects of one watches entry."""
     watch: watches.Watch
-    settings: runner.Settings
-    throttle: locks.Throttle
-    api: kubeapi.ObjectsApi
+    settings: runner.RunSettings
+    throttle: concurrency.Throttle
+    api: client.ObjectsApi
     runs_proxy: proxy.Proxy | None = None  # None: runs talk to the API server directly
     registry: metrics.Registry | None = None  # where runs and osdk_metric tasks are counted
 
@@ -115,7 +109,7 @@ def _runnable(obj: Mapping[str, Any], watch: watches.Watch, *, finalizing: bool)
     if finalizing:
         return True
     metadata = obj.get('metadata') or {}
-    return not metadata.get('deletionTimestamp') and watch.selects_all(metadata.get('labels') or {})
+    return not metadata.get('deletionTimestamp') and watch.selects(metadata.get('labels') or {})
 
 
 async def reconcile(
@@ -127,7 +121,7 @@ async def reconcile(
         finalizing: bool = False,
         started: Callable[[], None] | None = None,
         reason: str | None = None,
-) -> events.Outcome | None:
+) -> runner_events.Outcome | None:
     """
     Run for the object; return the outcome, or ``None`` if there was nothing to run.
     ``started`` is called when the object's turn has come, before it is read; ``reason``,
@@ -189,3 +183,13 @@ async def reconcile(
             if result is not None:
                 await api.patch_status(resource, namespace=namespace, name=name, patch=result)
         return outcome
+
+
+def backoff(retry: int) -> float:
+    """Seconds before the next attempt: 5, 10, 20, ... up to 5 minutes."""
+    return float(min(constants.BACKOFF_BASE * 2.0 ** min(retry, 16), constants.BACKOFF_CAP))
+
+
+def describe(outcome: runner_events.Outcome, *, what: str) -> str:
+    task = f" at task {outcome.failed_task!r}" if outcome.failed_task else ''
+    return f"{what} failed{task}: {outcome.message}"

@@ -1,4 +1,4 @@
-"""The README's two commands in the order a new user types them (issue 15, item 0): `make run`
+"""The README's two commands in the order a new user types them: `make run`
 until the sample MySQL object is ready, Ctrl-C, then `make test`, which is this very suite:
 `make test` runs this file first and alone (its operator watches every namespace, so it
 would reconcile the objects of tests running beside it), so every later test runs on a

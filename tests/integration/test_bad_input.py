@@ -1,4 +1,4 @@
-"""Bad input as a standing test (issue 15, item 6): a corpus of MySQL objects with wrong
+"""Bad input as a standing test: a corpus of MySQL objects with wrong
 types, empty, huge and unicode strings, quotes and shell/Jinja/SQL metacharacters in every
 string field, bad quantities and identifiers, missing or conflicting password sources,
 references to a Secret or key that does not exist, and names at the length limits.
@@ -364,7 +364,7 @@ def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
 
 def test_no_secret_appears_outside_its_secrets(cluster: harness.Cluster, bad_namespace: str,
                                               bad_operator: harness.Operator) -> None:
-    """Issue 15, item 7, for this module's objects: the passwords (and the generated
+    """For this module's objects: the passwords (and the generated
     bootstrap passwords) are in their Secrets only."""
     found = len(oh.secret_values(cluster, bad_namespace))  # a count: the values stay unprinted
     assert found >= 4, f"{found} Secret values: expected the password and bootstrap password of two servers"

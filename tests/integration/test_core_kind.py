@@ -1,11 +1,11 @@
-"""Watches the Operator SDK's users rely on (issue 13): a core kind (group "") whose role runs
+"""Watches the Operator SDK's users rely on: a core kind (group "") whose role runs
 for a labelled ConfigMap, and only for one that matches the selector (matchLabels and
 matchExpressions); and a Secret watch whose role is a collection's, named by its FQCN, whose
 task calls its collection's own module by its short name.
 
-Before, the shim read the watched object through the custom-objects API at
-`/apis//v1/...`, got 404, took the object for gone and ran nothing, while kopf logged the
-handler as succeeded. The role here (written to tmp_path) records each run in a ConfigMap
+A core kind's objects live at `/api/v1/...`, not at the custom-objects API's
+`/apis/<group>/<version>/...` (which answers 404 for group ""); a shim reading them there
+would take every object for gone and run nothing. The role here (written to tmp_path) records each run in a ConfigMap
 `<name>-seen` holding the name and a value of the watched one, read by the role from
 `ansible_operator_meta` and `__configmap` (the SDK's `_<group>_<kind>` with the empty group).
 """

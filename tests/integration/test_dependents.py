@@ -1,5 +1,4 @@
-"""Owner references injected and dependent watches (issue 13, items 1, 2 and 6), against the
-real cluster, with a role written as for the Operator SDK: it sets no owner references.
+"""Owner references injected and dependent watches, against the real cluster, with a role written as for the Operator SDK: it sets no owner references.
 
 The watched kind is a labelled ConfigMap (no CRD to install); its role creates a ConfigMap
 `<name>-child` in the same namespace and a cluster-scoped PersistentVolume. The entry has

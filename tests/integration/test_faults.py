@@ -1,4 +1,4 @@
-"""Faults as standing tests (issue 15, items 1 to 5): one object per server image goes
+"""Faults as standing tests: one object per server image goes
 through create, password rotation, image change, three deletes (each with its backup) and
 three re-creations (each with its restore), and a fault strikes every stage:
 - the operator SIGKILLed at a random moment of the create, the rotation, the image change and

@@ -1,12 +1,11 @@
-"""The SDK's `--leader-elect` (issue 13): of two operators started with the SDK's
+"""The SDK's `--leader-elect`: of two operators started with the SDK's
 leader-election flags for one namespace, one holds the Lease and reconciles; the other
 stands by, answers its health probe and runs nothing. SIGKILLed, the leader stops renewing;
 once the Lease has gone unrenewed for its duration the other takes it and reconciles what
 changed meanwhile. A leader stopped cleanly releases the Lease (no holder).
 
 SDK operators' Deployments pass `--leader-elect --leader-election-id=<name>` (the scaffold's
-manager.yaml): before this, the operator refused the flags and such a Deployment could not
-start unchanged. Short durations here (6 s lease) keep the test quick; the outcome asserted
+manager.yaml), so such a Deployment starts unchanged only if the operator takes them. Short durations here (6 s lease) keep the test quick; the outcome asserted
 is who ran what, never how fast.
 """
 

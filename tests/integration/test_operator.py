@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_kopf import summary
+from ansible_kopf.run import summary
 from tests import harness, kube
 from tests.integration import operator_harness as oh
 
@@ -218,7 +218,7 @@ def test_unchanged_object_reconciles_without_changes(cluster: harness.Cluster, o
     after = cluster.get("-n", ns, "mysqls.otus.homework", name)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
-    # A child deleted by hand is put back by a run its dependent watch starts (issue 13), not
+    # A child deleted by hand is put back by a run its dependent watch starts, not
     # only at the next period: the operator's log names the reason.
     uid = cluster.get("-n", ns, "service", name)["metadata"]["uid"]
     cluster.kubectl("-n", ns, "delete", "service", name)

@@ -1,5 +1,4 @@
-"""A role edited to touch something its RBAC does not allow (issue 15, item 8, second half)
-fails with a Failure condition and a Warning Event that name the permission denied.
+"""A role edited to touch something its RBAC does not allow fails with a Failure condition and a Warning Event that name the permission denied.
 
 In a namespace of its own, the test installs the RBAC of deploy/namespaced/ moved to that
 namespace (its ClusterRole and ClusterRoleBinding renamed after the namespace, so that the

@@ -1,4 +1,4 @@
-"""operator_sdk.util under this operator (issue 13, item 4), against the real cluster: a role
+"""operator_sdk.util under this operator, against the real cluster: a role
 written for the Operator SDK calls `operator_sdk.util.k8s_status`,
 `operator_sdk.util.requeue_after` and `operator_sdk.util.osdk_metric` by those names, and
 they do what the SDK's runtime makes of them.

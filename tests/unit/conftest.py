@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ansible_kopf import launchers, runner
+from ansible_kopf.run import launchers, runner
 from ansible_kopf.warm.pool import Pool
 from tests import runs
 
@@ -28,10 +28,10 @@ def pool(tree: pathlib.Path) -> Iterator[Pool]:
 
 
 @pytest.fixture(params=['cold', 'warm'])
-def settings(request: pytest.FixtureRequest, tree: pathlib.Path) -> Iterator[runner.Settings]:
+def settings(request: pytest.FixtureRequest, tree: pathlib.Path) -> Iterator[runner.RunSettings]:
     if request.param == 'cold':
-        yield runner.Settings(workdir=tree / 'work')
+        yield runner.RunSettings(workdir=tree / 'work')
         return
     pool = request.getfixturevalue('pool')
-    yield runner.Settings(workdir=tree / 'work', launcher=launchers.Warm(pool))
+    yield runner.RunSettings(workdir=tree / 'work', launcher=launchers.Warm(pool))
     assert pool.pids, 'the runs did not go through warm servers'

@@ -24,15 +24,15 @@ WARNING: version difference between client (1.31) and server (1.34) exceeds the 
 error: unable to recognize "STDIN": the word Warning: inside a line is not one
 """
 
-# An operator's log: what ansible_kopf.proxy writes for the API server's warnings to a run
+# An operator's log: what ansible_kopf.kube.proxy writes for the API server's warnings to a run
 # (kopf's FULL format), among lines that say "deprecated" or "[WARNING]" about other things.
-PROXY = "[2026-11-26 15:00:02,000] ansible_kopf.proxy   [WARNING ] [otus.homework/v1/MySQL ns/db]"
+PROXY = "[2026-11-26 15:00:02,000] ansible_kopf.kube.proxy   [WARNING ] [otus.homework/v1/MySQL ns/db]"
 OPERATOR_LOG = f"""\
 [2026-11-26 15:00:00,000] kopf._core.reactor.r [DEBUG   ] Starting Kopf 1.45.2.
 ansible-kopf: --leader-elect-resource-lock is ignored: the lock is always a Lease (as in the SDK, which deprecated the flag)
-[2026-11-26 15:00:00,100] ansible_kopf.watches [WARNING ] WORKER_MYSQL_OTUS_HOMEWORK is deprecated (the SDK's name); use MAX_CONCURRENT_RECONCILES_MYSQL_OTUS_HOMEWORK
+[2026-11-26 15:00:00,100] ansible_kopf.sdk.watches [WARNING ] WORKER_MYSQL_OTUS_HOMEWORK is deprecated (the SDK's name); use MAX_CONCURRENT_RECONCILES_MYSQL_OTUS_HOMEWORK
 /usr/lib/python3.11/site-packages/dateutil/tz/tz.py:37: DeprecationWarning: datetime.datetime.utcfromtimestamp() is deprecated
-[2026-11-26 15:00:01,000] ansible_kopf.proxy   [INFO    ] API proxy for the runs listening on 127.0.0.1:41234
+[2026-11-26 15:00:01,000] ansible_kopf.kube.proxy   [INFO    ] API proxy for the runs listening on 127.0.0.1:41234
 {PROXY} API server warning on POST /apis/batch/v1beta1/namespaces/ns/cronjobs: batch/v1beta1 CronJob is deprecated in v1.21+, unavailable in v1.25+; use batch/v1 CronJob
 {PROXY} API server warning on PATCH /apis/apps/v1/namespaces/ns/deployments/db: unknown field "spec.template.spec.foo"
 {PROXY} API server warning on POST /apis/apps/v1/namespaces/ns/deployments: duplicate field "replicas"

@@ -2,7 +2,8 @@ import pathlib
 
 import pytest
 
-from ansible_kopf import config, leader
+from ansible_kopf import config
+from ansible_kopf.kube import leader_election
 
 
 def test_defaults_from_an_empty_environment() -> None:
@@ -95,18 +96,18 @@ def test_metrics_bind_address_in_the_sdk_form() -> None:
 
 def test_leader_election_settings_as_the_sdk_reads_them(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     assert config.from_env({}).election is None
-    monkeypatch.setattr(leader, 'NAMESPACE_FILE', str(tmp_path / 'namespace'))
+    monkeypatch.setattr(leader_election, 'NAMESPACE_FILE', str(tmp_path / 'namespace'))
     with pytest.raises(config.ConfigError, match='--leader-election-namespace'):  # not in a pod
         config.from_env({'ANSIBLE_KOPF_LEADER_ELECT': 'true', 'OPERATOR_NAME': 'legacy'})
     (tmp_path / 'namespace').write_text('pods-ns\n')
     election = config.from_env({'ANSIBLE_KOPF_LEADER_ELECT': 'true', 'OPERATOR_NAME': 'legacy'}).election
-    assert election == leader.Settings(name='legacy', namespace='pods-ns')  # the SDK's old fallback
+    assert election == leader_election.LeaseSettings(name='legacy', namespace='pods-ns')  # the SDK's old fallback
     election = config.from_env({
         'ANSIBLE_KOPF_LEADER_ELECT': 'true', 'OPERATOR_NAME': 'legacy',
         'ANSIBLE_KOPF_LEADER_ELECTION_ID': 'op', 'ANSIBLE_KOPF_LEADER_ELECTION_NAMESPACE': 'ops',
         'ANSIBLE_KOPF_LEADER_ELECT_LEASE_DURATION': '1m', 'ANSIBLE_KOPF_LEADER_ELECT_RETRY_PERIOD': '1s',
     }).election
-    assert election == leader.Settings(name='op', namespace='ops', lease_duration=60.0,
+    assert election == leader_election.LeaseSettings(name='op', namespace='ops', lease_duration=60.0,
                                        renew_deadline=10.0, retry_period=1.0)
     with pytest.raises(config.ConfigError, match='--leader-election-id'):
         config.from_env({'ANSIBLE_KOPF_LEADER_ELECT': 'true'})

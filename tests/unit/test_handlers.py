@@ -6,19 +6,13 @@ import pathlib
 import kopf
 import pytest
 
-from ansible_kopf import (
-    dependents,
-    events,
-    handlers,
-    launchers,
-    locks,
-    reconciling,
-    runner,
-    watches,
-)
+from ansible_kopf import handlers, reconciling, requeues
+from ansible_kopf.kube import dependents
+from ansible_kopf.run import concurrency, launchers, runner, runner_events
+from ansible_kopf.sdk import watches
 from ansible_kopf.warm.pool import Pool
 
-TARGET = watches.Target(type='role', path=pathlib.Path('/roles/mysql'))
+TARGET = watches.Runnable(type='role', path=pathlib.Path('/roles/mysql'))
 WATCH = watches.Watch(
     group='otus.homework', version='v1', kind='MySQL', target=TARGET, vars={},
     reconcile_period=0.0, manage_status=True, finalizer=None, snake_case_parameters=True,
@@ -35,14 +29,14 @@ def controller(watch: watches.Watch) -> reconciling.Controller:
         async def patch_status(self, *_: object, **__: object) -> None:
             raise AssertionError('not expected to be called')
 
-    return reconciling.Controller(watch=watch, settings=runner.Settings(workdir=pathlib.Path()),
-                                  throttle=locks.Throttle(1), api=NoApi())
+    return reconciling.Controller(watch=watch, settings=runner.RunSettings(workdir=pathlib.Path()),
+                                  throttle=concurrency.Throttle(1), api=NoApi())
 
 
 @pytest.mark.parametrize(('retry', 'delay'), [(0, 5), (1, 10), (2, 20), (5, 160), (6, 300),
                                                (1000, 300)])
 def test_backoff_is_exponential_and_capped(retry: int, delay: float) -> None:
-    assert handlers.backoff(retry) == delay
+    assert reconciling.backoff(retry) == delay
 
 
 def test_spec_changed() -> None:
@@ -68,12 +62,12 @@ def test_a_handler_without_a_controller_fails_permanently() -> None:
 
 
 def test_describe_names_the_failed_task() -> None:
-    outcome = events.Outcome(status='failed', rc=2, counts=events.Counts(), failed_task='Apply',
+    outcome = runner_events.Outcome(status='failed', rc=2, counts=runner_events.Counts(), failed_task='Apply',
                              message='forbidden', custom_stats={}, ident='i', duration=1.0)
-    assert handlers.describe(outcome, what='Reconcile') == \
+    assert reconciling.describe(outcome, what='Reconcile') == \
         "Reconcile failed at task 'Apply': forbidden"
     outcome = dataclasses.replace(outcome, failed_task=None, message='syntax error')
-    assert handlers.describe(outcome, what='Finalize') == 'Finalize failed: syntax error'
+    assert reconciling.describe(outcome, what='Finalize') == 'Finalize failed: syntax error'
 
 
 def test_finalizer_name(caplog: pytest.LogCaptureFixture) -> None:
@@ -174,18 +168,18 @@ def test_register_per_entry() -> None:
 
 
 def test_a_later_request_replaces_the_earlier_one_and_keeps_its_reason() -> None:
-    requeue = handlers.Requeue()
+    requeue = requeues.Requeue()
     seen: list[str] = []
     requeue._queue = lambda owner, reason: seen.append(reason)  # type: ignore[method-assign]
     owner = dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db')
 
     async def go() -> None:
-        requeue.later(owner, 0.05, handlers.REQUEUED)
-        requeue.later(owner, 0.01, handlers.PERIODIC)
+        requeue.later(owner, 0.05, requeues.REQUEUED)
+        requeue.later(owner, 0.01, requeues.PERIODIC)
         await asyncio.sleep(0.2)
 
     asyncio.run(go())
-    assert seen == [handlers.PERIODIC]
+    assert seen == [requeues.PERIODIC]
     assert not requeue._timers
 
 
@@ -215,7 +209,7 @@ def test_match_expressions_become_a_when_filter() -> None:
                           (True, True, 'Deployment', True), (True, False, 'ConfigMap', False)])
 def test_a_dependents_change_runs_its_owner_unless_status_only_or_blacklisted(
         status_watched: bool, status_only: bool, kind: str, queued: bool) -> None:
-    requeue = handlers.Requeue()
+    requeue = requeues.Requeue()
     watch = dataclasses.replace(WATCH, watch_dependent_status=status_watched,
                                 blacklist=frozenset({('', 'v1', 'ConfigMap')}))
     requeue.add(controller(watch), kopf.Resource('otus.homework', 'v1', 'mysqls', namespaced=True))

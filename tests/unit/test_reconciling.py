@@ -15,7 +15,9 @@ from typing import Any
 import kopf
 import pytest
 
-from ansible_kopf import constants, locks, reconciling, runner, summary, watches
+from ansible_kopf import constants, reconciling
+from ansible_kopf.run import concurrency, runner, summary
+from ansible_kopf.sdk import watches
 
 pytestmark = pytest.mark.ansible
 
@@ -72,18 +74,18 @@ def tree(tmp_path: pathlib.Path) -> pathlib.Path:
 def controller(tree: pathlib.Path, api: FakeApi, **changes: Any) -> reconciling.Controller:
     watch = watches.Watch(
         group='otus.homework', version='v1', kind='MySQL',
-        target=watches.Target(type='role', path=tree / 'roles' / 'db'),
+        target=watches.Runnable(type='role', path=tree / 'roles' / 'db'),
         vars={}, reconcile_period=0.0, manage_status=True,
         finalizer=watches.Finalizer(
             name='otus.homework/finalizer',
-            target=watches.Target(type='role', path=tree / 'roles' / 'cleanup'), vars={}),
+            target=watches.Runnable(type='role', path=tree / 'roles' / 'cleanup'), vars={}),
         snake_case_parameters=True, mark_unsafe=True, max_concurrent_reconciles=1,
         max_runner_artifacts=2, match_labels={}, roles_path=(tree / 'roles',),
     )
     return reconciling.Controller(
         watch=dataclasses.replace(watch, **changes),
-        settings=runner.Settings(workdir=tree / 'work'),
-        throttle=locks.Throttle(2), api=api)
+        settings=runner.RunSettings(workdir=tree / 'work'),
+        throttle=concurrency.Throttle(2), api=api)
 
 
 def make_obj(**spec: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ module          runs in                     owns
                 runs                        results instead of polling for them
 ==============  ==========================  =============================================
 
-One reconcile through it (the operator side is :mod:`ansible_kopf.launchers`):
+One reconcile through it (the operator side is :mod:`ansible_kopf.run.launchers`):
 
 1. The warm launcher asks :class:`pool.Pool` for the command of the run; the pool starts
    a playbook server for the run's environment and the module server if they are not

@@ -1,6 +1,6 @@
 """
 Files the operator rewrites on every run but that seldom change (the interpreter script
-here; the inventory and generated playbooks in :mod:`ansible_kopf.runner`): written only
+here; the inventory and generated playbooks in :mod:`ansible_kopf.run.runner`): written only
 when their content differs, atomically (a reader never sees half a file), so that runs
 under way keep reading a whole one.
 """

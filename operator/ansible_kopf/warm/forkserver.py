@@ -7,7 +7,7 @@ would import, and forks one child per request. Started and stopped by :mod:`pool
 kept between runs), :mod:`waits` (how a run waits for its tasks) and :mod:`child` (what a
 child does), and no kopf.
 
-Two flavours (:class:`Flavour`):
+Two flavours (:data:`wire.FLAVOURS`):
 
 ``playbook``
     Imports ansible-core's controller (``ansible.cli.playbook``) and the ``kubernetes``
@@ -73,12 +73,6 @@ RECEIVE_TIMEOUT: Final = 30.0  # for a request's bytes once its connection is re
 PR_SET_PDEATHSIG: Final = 1
 
 
-class Flavour(enum.Enum):
-    """What a server runs: ``ansible-playbook`` for a run, or a module for a module call."""
-    PLAYBOOK = 'playbook'
-    MODULE = 'module'
-
-
 class Ready(enum.Enum):
     """What became readable in the server's loop (the selector's tag of each descriptor)."""
     ACCEPT = enum.auto()  # the listening socket: a client connects
@@ -132,13 +126,13 @@ def _signal_run(pid: int, number: int) -> None:
             os.kill(pid, number)
 
 
-def _valid(flavour: Flavour, request: dict[str, Any], fds: list[int]) -> bool:
+def _valid(flavour: 'wire.Flavour', request: dict[str, Any], fds: list[int]) -> bool:
     """
     The shape a request of this flavour must have before anything is forked for it: with
     fewer descriptors, the child would write to the server's stdout or log.
     """
     common = isinstance(request.get('env'), dict) and isinstance(request.get('cwd'), str)
-    if flavour is Flavour.MODULE:
+    if flavour == wire.MODULE:
         return common and isinstance(request.get('payload'), str) and len(fds) == 2  # noqa: PLR2004
     argv = request.get('argv')
     return common and isinstance(argv, list) and bool(argv) and len(fds) == 3  # noqa: PLR2004
@@ -147,7 +141,7 @@ def _valid(flavour: Flavour, request: dict[str, Any], fds: list[int]) -> bool:
 class ForkServer:
     """The accept/fork/reap loop; single-threaded, so forking is safe."""
 
-    def __init__(self, path: str, flavour: Flavour, templates: str | None = None) -> None:
+    def __init__(self, path: str, flavour: 'wire.Flavour', templates: str | None = None) -> None:
         self.flavour = flavour
         self.templates = templates  # where compiled Jinja templates are kept (playbook)
         self.path = path
@@ -175,7 +169,7 @@ class ForkServer:
         self.config_file: str | None = None
 
     def warm_up(self) -> list[str]:
-        if self.flavour is Flavour.MODULE:
+        if self.flavour == wire.MODULE:
             roots = preloads.collection_roots(dict(os.environ))
             sys.path.extend(p for p in roots if p not in sys.path)
             missing = preloads.preload(preloads.MODULE_PRELOAD)
@@ -304,7 +298,7 @@ class ForkServer:
             try:
                 _child_setup(self, connection, {str(k): str(v) for k, v in request['env'].items()},
                              str(request['cwd']))
-                if self.flavour is Flavour.MODULE:
+                if self.flavour == wire.MODULE:
                     child.module_child(request, fds, self.crcs, sys.executable)
                 else:
                     child.playbook_child(request, fds, self.base_env, self.config_file)
@@ -353,7 +347,7 @@ class ForkServer:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or '').strip().splitlines()[0])
     parser.add_argument('--socket', required=True)
-    parser.add_argument('--flavour', type=Flavour, choices=list(Flavour), required=True)
+    parser.add_argument('--flavour', choices=wire.FLAVOURS, required=True)
     parser.add_argument('--parent', type=int, default=os.getppid())
     parser.add_argument('--templates', help='directory of compiled Jinja templates (playbook)')
     args = parser.parse_args(argv)

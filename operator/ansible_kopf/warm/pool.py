@@ -53,7 +53,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Final
 
 from ansible_kopf.warm import entry, files, wire
-from ansible_kopf.warm.forkserver import Flavour
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class ServerProcess:
     by whichever run needs it first, under :attr:`_starting`; others wait for that one.
     """
 
-    def __init__(self, flavour: Flavour, socket: pathlib.Path,
+    def __init__(self, flavour: 'wire.Flavour', socket: pathlib.Path,
                  process: subprocess.Popen[bytes]) -> None:
         self.flavour = flavour
         self.socket = socket
@@ -132,7 +131,8 @@ class Slot:
     no server there (it would be nobody's to stop) and goes cold.
     """
 
-    def __init__(self, flavour: Flavour, socket: pathlib.Path, env: Mapping[str, str]) -> None:
+    def __init__(self, flavour: 'wire.Flavour', socket: pathlib.Path,
+                 env: Mapping[str, str]) -> None:
         self.flavour = flavour
         self.socket = socket
         self.env = dict(env)  # what its server is started with
@@ -394,17 +394,17 @@ class Pool:
         log = (self.directory / f"{slot.socket.stem}.log").open('ab')
         try:
             process = subprocess.Popen(  # noqa: S603
-                [*entry.server(self.python), '--flavour', slot.flavour.value,
+                [*entry.server(self.python), '--flavour', slot.flavour,
                  '--socket', str(slot.socket), '--parent', str(os.getpid()),
                  *(['--templates', str(self.directory / TEMPLATES)]
-                   if slot.flavour is Flavour.PLAYBOOK else [])],
+                   if slot.flavour == wire.PLAYBOOK else [])],
                 env=slot.env, cwd=self.directory, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         finally:
             log.close()
         return ServerProcess(slot.flavour, slot.socket, process)
 
-    def _slot(self, key: str, flavour: Flavour, socket: pathlib.Path,
+    def _slot(self, key: str, flavour: 'wire.Flavour', socket: pathlib.Path,
               env: Mapping[str, str]) -> Slot:
         """The slot of ``key``, made if new (called with the lock held)."""
         slot = self._slots.get(key)
@@ -412,7 +412,7 @@ class Pool:
             slot = self._slots[key] = Slot(flavour, socket, env)
         lost = slot.unreachable()
         if lost is not None:
-            logger.warning(f"Warm Ansible {flavour.value} server lost its socket {socket}; "
+            logger.warning(f"Warm Ansible {flavour} server lost its socket {socket}; "
                            f"starting another")
             self._retire(lost)
         return slot
@@ -425,9 +425,9 @@ class Pool:
                 return None
             self._retired = [s for s in self._retired if s.alive]
             sockets = self._socket_directory()
-            module = self._slot(MODULE_SLOT, Flavour.MODULE, sockets / 'module.sock',
+            module = self._slot(MODULE_SLOT, wire.MODULE, sockets / 'module.sock',
                                 module_env(env))
-            playbook = self._slot(key, Flavour.PLAYBOOK, sockets / f"playbook-{key}.sock", wanted)
+            playbook = self._slot(key, wire.PLAYBOOK, sockets / f"playbook-{key}.sock", wanted)
             self._evict(keep=key)
             self._watch_idleness()
         servers = [(slot, slot.server(self._start)) for slot in (module, playbook)]
@@ -443,7 +443,7 @@ class Pool:
     def _failed(self, slot: Slot, server: ServerProcess) -> None:
         if not slot.failed(server):
             return
-        logger.warning(f"Warm Ansible {server.flavour.value} server did not start; runs go "
+        logger.warning(f"Warm Ansible {server.flavour} server did not start; runs go "
                        f"cold for {RETRY_AFTER:.0f}s (see {self.directory})")
         server.terminate()
         server.wait_stopped(time.monotonic() + STOP_TIMEOUT)

@@ -11,8 +11,9 @@ anything they could not do already.
 once per module call, so it imports C modules only (``socket``, ``json``, ``typing``
 and ``contextlib`` would cost ~40 ms of CPU per process on the 2-core machine).
 
-Also part of the contract: which environment variables may differ between the runs one
-playbook server serves (:data:`PER_RUN`). ansible-core reads its configuration from the
+Also part of the contract: what a server runs (its flavour, :data:`FLAVOURS`), and which
+environment variables may differ between the runs one playbook server serves
+(:data:`PER_RUN`). ansible-core reads its configuration from the
 environment when it is imported, so the pool keys servers on the rest
 (:func:`server_env`) and a child checks its request against it.
 """
@@ -25,12 +26,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
     from collections.abc import Mapping, Sequence
-    from typing import Any, Final
+    from typing import Any, Final, Literal
+
+    Flavour = Literal['playbook', 'module']
 
 HEADER: 'Final' = Struct('>I')
 MAX_FDS: 'Final' = 4
 FD_SIZE: 'Final' = calcsize('i')  # a descriptor in SCM_RIGHTS data: a C int
 MAX_MESSAGE: 'Final' = 256 * 1024 * 1024  # a module payload is a few MB at most
+# What a warm server runs (its ``--flavour``): ``ansible-playbook`` for a run, or a module for
+# a module call. The pool starts servers by it and a server checks requests by it. Strings,
+# not an enum: the per-run client imports this module, and ``enum`` costs ~9 ms of CPU there.
+PLAYBOOK: 'Final' = 'playbook'
+MODULE: 'Final' = 'module'
+FLAVOURS: 'Final' = (PLAYBOOK, MODULE)
 # may differ between the runs of a server (the run's kubeconfig: its own proxy token)
 PER_RUN: 'Final' = frozenset({'AWX_ISOLATED_DATA_DIR', 'K8S_AUTH_KUBECONFIG'})
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ansible_kopf import events, launchers, runner
+from ansible_kopf.run import launchers, runner, runner_events
 from ansible_kopf.warm import entry
 from ansible_kopf.warm import pool as pool_module
 from ansible_kopf.warm.pool import Pool
@@ -31,11 +31,11 @@ pytestmark = [pytest.mark.ansible, pytest.mark.processes]
 SERVER = 'ansible_kopf.warm.forkserver'  # on a server's command line
 
 
-def warm_settings(tree: pathlib.Path, pool: Pool) -> runner.Settings:
-    return runner.Settings(workdir=tree / 'work', launcher=launchers.Warm(pool))
+def warm_settings(tree: pathlib.Path, pool: Pool) -> runner.RunSettings:
+    return runner.RunSettings(workdir=tree / 'work', launcher=launchers.Warm(pool))
 
 
-def whoami(tree: pathlib.Path, settings: runner.Settings, label: str) -> events.Outcome:
+def whoami(tree: pathlib.Path, settings: runner.RunSettings, label: str) -> runner_events.Outcome:
     outcome = runner.run(make_job(tree, playbook(tree, 'whoami'), label=label), settings)
     assert outcome.successful, outcome.message
     return outcome
@@ -102,7 +102,7 @@ def test_concurrent_first_runs_share_the_servers(tree: pathlib.Path, pool: Pool)
 
 
 def test_a_cold_run_does_not_touch_the_pool(tree: pathlib.Path, pool: Pool) -> None:
-    whoami(tree, runner.Settings(workdir=tree / 'work'), 'cold')
+    whoami(tree, runner.RunSettings(workdir=tree / 'work'), 'cold')
     assert pool.pids == []
     assert_cold(tree, 'cold', pool)
 
@@ -126,7 +126,7 @@ def artifact_files(job: runner.Job, ident: str) -> list[str]:
                   if p.parent.name != 'job_events')
 
 
-def comparable(outcome: events.Outcome) -> dict[str, Any]:
+def comparable(outcome: runner_events.Outcome) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(outcome).items() if k not in ('ident', 'duration')}
 
 
@@ -139,8 +139,8 @@ def comparable(outcome: events.Outcome) -> dict[str, Any]:
 def test_warm_and_cold_runs_agree(tree: pathlib.Path, pool: Pool, kind: str,
                                   name: str) -> None:
     results = {}
-    for label, settings in (('cold', runner.Settings(workdir=tree / 'cold')),
-                            ('warm', runner.Settings(workdir=tree / 'warm', launcher=launchers.Warm(pool)))):
+    for label, settings in (('cold', runner.RunSettings(workdir=tree / 'cold')),
+                            ('warm', runner.RunSettings(workdir=tree / 'warm', launcher=launchers.Warm(pool)))):
         out = tree / 'out' / label  # each run starts from no files
         out.mkdir()
         variables = {'out_dir': str(out)}
@@ -309,7 +309,7 @@ def test_a_long_work_directory_puts_the_sockets_elsewhere(tree: pathlib.Path) ->
     pool = Pool(workdir / 'warm')
     try:
         outcome = runner.run(make_job(tree, playbook(tree, 'whoami'), workdir=workdir,
-                                      label='long'), runner.Settings(workdir=workdir, launcher=launchers.Warm(pool)))
+                                      label='long'), runner.RunSettings(workdir=workdir, launcher=launchers.Warm(pool)))
         assert outcome.successful, outcome.message
         found = runs.servers(pool)
         assert_forked(ancestry(tree, 'controller', 'long'), found['playbook'][0])
@@ -409,9 +409,9 @@ def test_a_run_cancelled_before_ansible_said_who_it_is(
     job = make_job(tree, playbook(tree, 'slow'))
     # ansible-runner asks the cancel callback when output comes, or every pexpect_timeout
     runs.write(job.private_data_dir / 'env' / 'settings', 'pexpect_timeout: 0.2\n')
-    settings = runner.Settings(workdir=tree / 'work', launcher=Blind(pool))
+    settings = runner.RunSettings(workdir=tree / 'work', launcher=Blind(pool))
     cancel = threading.Event()
-    results: list[events.Outcome] = []
+    results: list[runner_events.Outcome] = []
     thread = threading.Thread(target=lambda: results.append(runner.run(job, settings, cancel=cancel)))
     thread.start()
     try:
@@ -447,7 +447,7 @@ def test_an_evicted_server_finishes_its_run(
         tree: pathlib.Path, pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pool_module, 'MAX_SERVERS', 1)
     gate = make_job(tree, playbook(tree, 'gate'))
-    results: list[events.Outcome] = []
+    results: list[runner_events.Outcome] = []
     thread = threading.Thread(target=lambda: results.append(
         runner.run(gate, warm_settings(tree, pool))))
     thread.start()

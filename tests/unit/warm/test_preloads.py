@@ -77,7 +77,7 @@ def test_the_module_server_preloads_a_collection_found_only_on_the_collections_p
     name = 'ansible_collections.kubernetes.core.plugins.module_utils.args_common'
     code = ("import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p]; "
             "from ansible_kopf.warm import forkserver as f; "
-            f"f.ForkServer({str(tmp_path / 'm.sock')!r}, f.Flavour.MODULE).warm_up(); "
+            f"f.ForkServer({str(tmp_path / 'm.sock')!r}, 'module').warm_up(); "
             f"print(sys.modules[{name!r}].__file__)")
     env = {**os.environ, 'ANSIBLE_COLLECTIONS_PATH': str(collections),
            'PYTHONPATH': entry.ROOT}
@@ -98,7 +98,7 @@ def test_the_playbook_server_loads_plugins_as_a_run_would_but_not_ansible_runner
     ansible_runner = importlib.import_module('ansible_runner')
     callbacks = pathlib.Path(ansible_runner.__file__).parent / 'display_callback' / 'callback'
     code = ("import json, sys; from ansible_kopf.warm import forkserver as f; "
-            f"missing = f.ForkServer({str(tmp_path / 'p.sock')!r}, f.Flavour.PLAYBOOK).warm_up(); "
+            f"missing = f.ForkServer({str(tmp_path / 'p.sock')!r}, 'playbook').warm_up(); "
             "print(json.dumps({'missing': missing, 'modules': sorted(sys.modules)}))")
     env = {**os.environ, 'ANSIBLE_CALLBACK_PLUGINS': str(callbacks),
            'ANSIBLE_STDOUT_CALLBACK': 'awx_display',
@@ -122,7 +122,7 @@ def test_the_module_server_reports_nothing_missing_on_the_installed_ansible_core
     """A preload of the other ansible-core line (absent here) is no failure to report: the
     operator logs 'some preloads failed' only for what it should have found."""
     code = ("import json; from ansible_kopf.warm import forkserver as f; "
-            f"print(json.dumps(f.ForkServer({str(tmp_path / 'm.sock')!r}, f.Flavour.MODULE).warm_up()))")
+            f"print(json.dumps(f.ForkServer({str(tmp_path / 'm.sock')!r}, 'module').warm_up()))")
     done = subprocess.run([sys.executable, '-c', code], env={**os.environ, 'PYTHONPATH': entry.ROOT},
                           capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -2,7 +2,7 @@
 """operator_sdk.util.osdk_metric: create or update a Prometheus metric of the operator.
 
 The module validates its arguments and returns them; the operator reads the task's result
-(ansible_kopf.events) and updates the metric, which its /metrics endpoint then serves.
+(ansible_kopf.run.runner_events) and updates the metric, which its /metrics endpoint then serves.
 """
 
 from ansible.module_utils.basic import AnsibleModule

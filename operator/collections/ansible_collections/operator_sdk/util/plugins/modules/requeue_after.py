@@ -2,7 +2,7 @@
 """operator_sdk.util.requeue_after: ask the operator to run the role for this object again.
 
 The module only validates and returns the period; the operator reads it from the task's
-result (ansible_kopf.events) and schedules the next run of the object after it.
+result (ansible_kopf.run.runner_events) and schedules the next run of the object after it.
 """
 
 import re
