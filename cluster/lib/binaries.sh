@@ -67,7 +67,7 @@ build_etcd() {
   module_build_env
   local mod="$SRC_DIR/module-etcd-$ETCD_VERSION" dir tmp
   dir=$(dirname "$ETCD_BIN"); tmp="$dir.tmp"
-  say "building etcd $ETCD_VERSION from the Go module proxy (first time only, about 3 minutes)"
+  say "building etcd $ETCD_VERSION from the Go module proxy (first time only, about a minute)"
   mkdir -p "$mod" && rm -rf "$tmp" && mkdir -p "$tmp"
   printf 'module local/etcd-build\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" > "$mod/go.mod"
   (

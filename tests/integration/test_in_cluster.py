@@ -222,7 +222,7 @@ def operator(cluster: harness.Cluster) -> Iterator[InstalledOperator]:
 
     remove_operator(cluster)  # a previous run that was killed may have left it
     # kubectl checks the manifests against the API server's schemas first; before 1.23 the
-    # CRD's x-kubernetes-validations (which such a server drops) are not in them (README)
+    # CRD's x-kubernetes-validations (which such a server drops) are not in them (docs/install.md)
     validate = ["--validate=false"] if cluster.server_version < (1, 23) else []
     try:
         if chosen_scope(cluster) == "cluster":

@@ -100,7 +100,7 @@ def other_namespace(cluster: harness.Cluster) -> Iterator[str]:
 def crd(cluster: harness.Cluster) -> None:
     """The CRD, so that `can-i` resolves mysqls (left installed: other tests use it). Before
     1.23 the server's schema of a CRD, which kubectl checks the file against, has no
-    x-kubernetes-validations (README)."""
+    x-kubernetes-validations (docs/install.md, "Older API servers")."""
     validate = ["--validate=false"] if cluster.server_version < (1, 23) else []
     cluster.kubectl("apply", *validate, "-f", str(REPO / "deploy" / "crd.yml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/mysqls.otus.homework",
