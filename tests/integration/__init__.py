@@ -1,0 +1,1 @@
+"""Integration tests: against a real Kubernetes API server and real MySQL servers."""

@@ -1,3 +1,4 @@
+"""config: the operator's configuration from the environment, as the SDK's flags and variables set it."""
 import pathlib
 
 import pytest

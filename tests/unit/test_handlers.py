@@ -1,3 +1,4 @@
+"""handlers: registration, kopf settings, the filters of updates, and the requeue scheduler kopf does not drive."""
 import asyncio
 import dataclasses
 import logging

@@ -1,3 +1,4 @@
+"""__main__: the entry point checks its configuration and flags before kopf starts."""
 import os
 import pathlib
 import subprocess

@@ -1,3 +1,4 @@
+"""run.concurrency: the global, per-kind and per-object bounds on runs, released on errors."""
 import asyncio
 import collections
 from collections.abc import Hashable

@@ -1,3 +1,4 @@
+"""run.runner_events: what is logged of ansible-runner's event stream and the outcome kept of it."""
 import logging
 from typing import Any
 

@@ -1,3 +1,4 @@
+"""sdk.casing: the SDK's snake_case conversion of spec keys, case by case."""
 import pytest
 
 from ansible_kopf.sdk import casing

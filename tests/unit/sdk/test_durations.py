@@ -1,3 +1,4 @@
+"""sdk.durations: Go duration strings parsed to seconds, and the ones refused."""
 import pytest
 
 from ansible_kopf.sdk import durations

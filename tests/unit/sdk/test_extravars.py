@@ -1,3 +1,4 @@
+"""sdk.extravars: the variables a run gets for one object, as the SDK builds them."""
 import dataclasses
 import json
 import pathlib

@@ -1,3 +1,4 @@
+"""sdk.status: the minimal .status patch after a run, and none when nothing changes."""
 import copy
 from typing import Any
 

@@ -1,3 +1,4 @@
+"""sdk.watches: watches.yaml's keys, defaults and errors, and the selector's matching."""
 import logging
 import pathlib
 import textwrap
