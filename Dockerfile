@@ -39,7 +39,6 @@ ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
     PYTHONUNBUFFERED=1 \
     WATCHES_FILE=/opt/mysql-operator/watches.yaml \
     HEALTH_PROBE_BIND_ADDRESS=:8080 \
-    METRICS_BIND_ADDRESS=:8383 \
     ANSIBLE_KOPF_WORKDIR=/tmp/ansible-kopf \
     MAX_RUNNER_ARTIFACTS=3 \
     ANSIBLE_HOME=/tmp/ansible \

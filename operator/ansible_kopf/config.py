@@ -3,7 +3,8 @@ The operator's process-wide configuration, read once from environment variables.
 
 Names follow the Operator SDK where it has one (``WATCHES_FILE``, ``WATCH_NAMESPACE``,
 ``ANSIBLE_VERBOSITY``, ``MAX_RUNNER_ARTIFACTS``, ``HEALTH_PROBE_BIND_ADDRESS``,
-``METRICS_BIND_ADDRESS`` (unset or ``0``: no ``/metrics`` endpoint),
+``METRICS_BIND_ADDRESS`` (unset: ``:8443``, the SDK's default; ``0``: no ``/metrics``
+endpoint),
 ``ANSIBLE_LOG_EVENTS`` for the SDK's ``--ansible-log-events``); the rest are
 prefixed ``ANSIBLE_KOPF_`` (``ANSIBLE_KOPF_WARM=false`` turns the warm servers of
 :mod:`warm` off; ``ANSIBLE_KOPF_WARM_IDLE``, a Go duration, is how long they stay without
@@ -173,7 +174,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
         kubeconfig=env.get(constants.ENV_KUBECONFIG, '').strip() or None,
         warm=_boolean(env, constants.ENV_WARM, True),
         warm_idle=_duration(env, constants.ENV_WARM_IDLE, constants.DEFAULT_WARM_IDLE),
-        metrics_address=bind_address(constants.ENV_METRICS, env.get(constants.ENV_METRICS, '')),
+        metrics_address=bind_address(
+            constants.ENV_METRICS,
+            env.get(constants.ENV_METRICS) or constants.DEFAULT_METRICS_ADDRESS),
         defaults=watches.Defaults(
             max_concurrent_reconciles=_integer(
                 env, constants.ENV_MAX_CONCURRENT_RECONCILES,

@@ -13,7 +13,10 @@ ENV_WORKDIR: Final = 'ANSIBLE_KOPF_WORKDIR'
 ENV_MAX_RUNS: Final = 'ANSIBLE_KOPF_MAX_RUNS'
 ENV_MAX_RUNNER_ARTIFACTS: Final = 'MAX_RUNNER_ARTIFACTS'
 ENV_HEALTH_PROBE: Final = 'HEALTH_PROBE_BIND_ADDRESS'
-ENV_METRICS: Final = 'METRICS_BIND_ADDRESS'  # the SDK's --metrics-bind-address; unset: off
+ENV_METRICS: Final = 'METRICS_BIND_ADDRESS'  # the SDK's --metrics-bind-address
+# The SDK's default for it (ansible-operator-plugins' flags: ':8443', plain HTTP unless
+# --metrics-secure); '0' turns the endpoint off.
+DEFAULT_METRICS_ADDRESS: Final = ':8443'
 # the SDK's --max-concurrent-reconciles, --reconcile-period, --inject-owner-ref, --ansible-args
 ENV_MAX_CONCURRENT_RECONCILES: Final = 'ANSIBLE_KOPF_MAX_CONCURRENT_RECONCILES'
 ENV_RECONCILE_PERIOD: Final = 'ANSIBLE_KOPF_RECONCILE_PERIOD'

@@ -129,6 +129,8 @@ def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
         "WATCHES_FILE": str(watches or REPO / "watches.yaml"),
         "ANSIBLE_KOPF_WORKDIR": str(workdir / "runner"),
         "PYTHONPATH": str(REPO / "operator"),
+        # no /metrics unless a test asks: operators of tests running at once share this host
+        "METRICS_BIND_ADDRESS": "0",
         **(extra_env or {}),
     })
     operator = ScannedOperator(log_path=workdir / "operator.log", env=env)

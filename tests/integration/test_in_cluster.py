@@ -436,6 +436,13 @@ def test_mysql_lifecycle_through_the_in_cluster_operator(
                       "app.kubernetes.io/name=mysql-operator")["items"][0]
     status = pod["status"]["containerStatuses"][0]
     assert status["restartCount"] == 0, (status, diagnose(cluster, ns))
+    # /metrics is served with no setting, at the SDK's default address (:8443, plain HTTP),
+    # and has counted the runs above (read through the API server's pod proxy)
+    scrape = cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/"
+                             f"{pod['metadata']['name']}:8443/proxy/metrics").stdout
+    counted = [line for line in scrape.splitlines() if line.startswith(
+        'ansible_operator_reconcile_total{GVK="otus.homework/v1/MySQL",result="succeeded"} ')]
+    assert counted and float(counted[0].split()[-1]) >= 2, scrape[:3000]
     secret = cluster.get("-n", ns, "secret", f"{name}-credentials")
     assert base64.b64decode(secret["data"]["password"]).decode() == password
 

@@ -21,6 +21,8 @@ def test_defaults_from_an_empty_environment() -> None:
     assert cfg.workdir.name == 'ansible-kopf'
     assert cfg.warm
     assert cfg.warm_idle == 300
+    assert cfg.metrics_address == ('0.0.0.0', 8443)  # noqa: S104  (the SDK's default)
+    assert config.from_env({'METRICS_BIND_ADDRESS': '0'}).metrics_address is None
 
 
 def test_values_from_the_environment(tmp_path: pathlib.Path) -> None:
