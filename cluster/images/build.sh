@@ -9,6 +9,10 @@
 #           packages (mysql-server-core, mysql-client-core) and gosu, from debootstrap, set up
 #           like the official mysql:9.7 image (uid 999, /etc/mysql/my.cnf, conf.d), with
 #           mysql/docker-entrypoint.sh (the official entrypoint's contract AND its quirks)
+#   mysqld-exporter localhost/mysqld-exporter:0.14.0  Prometheus' mysqld_exporter from Debian
+#           bookworm's prometheus-mysqld-exporter: its binary (/bin/mysqld_exporter, the
+#           entrypoint, :9104), the libc it links and nothing else, run as uid/gid 65534
+#           (nobody); mysqld-exporter/README.md says how it takes credentials
 # Each is a docker-archive tarball (what `docker load` and `ctr images import` read) cached
 # as $CLUSTER_CACHE/images/<name>-<key>.tar, the key hashing every input (this script,
 # pack_image.py, the entrypoint, the sources and the Debian package versions), so an
@@ -16,11 +20,14 @@
 # directory and are renamed into place: a killed build never leaves a complete-looking tar.
 # The mysql key cannot hold package versions (this host has no sid APT lists): a newer sid
 # package arrives only when an input changes; <name>-<key>.packages lists what was installed.
+# mysqld-exporter's .debs come from this host's APT sources (apt-get download), the ones its
+# key reads the candidate versions from.
 #
-# usage: build.sh pause|mariadb|mysql|all  build (or reuse) the image tarball(s)
-#        build.sh path pause|mariadb|mysql print the tarball path (whether built or not)
-#        build.sh import pause|mariadb|mysql|all <containerd-address>
-#                                          import into containerd's k8s.io namespace
+# usage: build.sh NAME|all           build (or reuse) the image tarball(s)
+#        build.sh path NAME          print the tarball path (whether built or not)
+#        build.sh import NAME|all <containerd-address>
+#                                    import into containerd's k8s.io namespace
+#        NAME: pause, mariadb, mysql or mysqld-exporter (built by build_<NAME, - as _>)
 # env:   CLUSTER_CACHE (default ~/.cache/mysql-operator-cluster), K8S_VERSION (the cluster's,
 #        set by cluster/lib/common.sh), K8S_SRC (its source: the Go module cache's
 #        k8s.io/kubernetes, or the unpacked Debian tree of 1.20.2), DEBIAN_MIRROR / DEBIAN_SECURITY_MIRROR (default: this
@@ -45,11 +52,18 @@ MYSQL_SERIES=9.7
 # zstd for compressed init files (the official image installs them too)
 MYSQL_PACKAGES=mysql-server-core,mysql-client-core,gosu,tzdata,bzip2,xz-utils,zstd
 MYSQL_UID=999 # the official mysql/mariadb images' uid/gid, fixed so volumes keep their owner
+# The exporter's tag is bookworm's upstream version: a new one fails the key (see
+# exporter_candidates) until this is changed; a new Debian revision rebuilds under the same tag.
+EXPORTER_VERSION=0.14.0
+EXPORTER_PACKAGES=(prometheus-mysqld-exporter libc6)
+# nobody/nogroup, the user of upstream's image (USER nobody), numeric: runAsNonRoot can check it
+EXPORTER_UID=65534
 
 declare -A IMAGE_REF=(
   [pause]="localhost/pause:local"
   [mariadb]="localhost/mariadb:10.11-$DEBIAN_SUITE"
   [mysql]="localhost/mysql:$MYSQL_SERIES-debian"
+  [mysqld-exporter]="localhost/mysqld-exporter:$EXPORTER_VERSION"
 )
 
 say() { printf '>> %s\n' "$*" >&2; }
@@ -64,7 +78,7 @@ usage() {
 }
 
 check_name() {
-  [ -n "${IMAGE_REF[${1:-}]+x}" ] || die "unknown image '${1:-}' (pause, mariadb or mysql)"
+  [ -n "${IMAGE_REF[${1:-}]+x}" ] || die "unknown image '${1:-}' (pause, mariadb, mysql or mysqld-exporter)"
 }
 
 arch() { dpkg --print-architecture; }
@@ -120,6 +134,22 @@ apt_candidates() {
     | awk '/^[^ ]/ { pkg = $1; sub(/:$/, "", pkg) } $1 == "Candidate:" { print pkg, $2 }'
 }
 
+# "<package> <candidate version>" of EXPORTER_PACKAGES; fails when one has none, or when
+# the exporter's upstream version is not EXPORTER_VERSION (the tag would lie).
+exporter_candidates() {
+  local candidates version
+  candidates=$(apt_candidates "${EXPORTER_PACKAGES[@]}")
+  if [ "$(grep -cv '(none)' <<<"$candidates")" != "${#EXPORTER_PACKAGES[@]}" ]; then
+    die "apt-cache lacks candidates (run apt-get update): ${candidates//$'\n'/, }"
+  fi
+  version=$(awk -v pkg="${EXPORTER_PACKAGES[0]}" '$1 == pkg { print $2 }' <<<"$candidates")
+  version=${version#*:}
+  version=${version%-*}
+  [ "$version" = "$EXPORTER_VERSION" ] ||
+    die "$DEBIAN_SUITE's ${EXPORTER_PACKAGES[0]} is $version, not $EXPORTER_VERSION: change EXPORTER_VERSION (and the tag's users)"
+  echo "$candidates"
+}
+
 cache_key() {
   local name=$1
   {
@@ -147,6 +177,10 @@ cache_key() {
         sha256sum "$HERE/mysql/docker-entrypoint.sh" | cut -d' ' -f1
         # no versions: sid's are not in this host's APT lists (see the header)
         echo "$MYSQL_SUITE $(debian_mirror) $MYSQL_PACKAGES"
+        ;;
+      mysqld-exporter)
+        echo "$EXPORTER_UID"
+        exporter_candidates
         ;;
     esac
   } | sha256sum | cut -c1-12
@@ -541,6 +575,109 @@ build_mysql() {
   say "built: ${IMAGE_REF[mysql]} $out in $((SECONDS - started)) s"
 }
 
+# --- mysqld-exporter -----------------------------------------------------------------------------
+
+# exporter_copy TREE PATH ROOTFS: copies PATH of the unpacked package TREE into ROOTFS, with
+# the symlinks on the way to the file (a target is resolved inside TREE, never on the host)
+exporter_copy() {
+  local tree=$1 path=$2 rootfs=$3 target hops=0
+  while [ -L "$tree$path" ]; do
+    install -d -m 0755 "$rootfs$(dirname "$path")"
+    cp -P "$tree$path" "$rootfs$path"
+    target=$(readlink "$tree$path")
+    case $target in
+      /*) path=$target ;;
+      *) path=$(realpath -m -s "$(dirname "$path")/$target") ;;
+    esac
+    hops=$((hops + 1))
+    [ "$hops" -le 8 ] || die "$path: too many symlinks in $tree"
+  done
+  [ -f "$tree$path" ] || die "$path is not in $tree"
+  install -d -m 0755 "$rootfs$(dirname "$path")"
+  cp -p "$tree$path" "$rootfs$path"
+}
+
+# The binary, the interpreter and libraries it links (readelf: what ldd would load) from
+# libc6, the packages' copyright files, and the /etc a container needs: nobody's account,
+# and hosts/resolv.conf/hostname for the runtime to mount over.
+exporter_rootfs() {
+  local rootfs=$1 bin=$2 exporter=$WORK/pkg/${EXPORTER_PACKAGES[0]} libc=$WORK/pkg/libc6
+  local interp lib path pkg needed=()
+  install -d -m 0755 "$rootfs" "$rootfs/bin" "$rootfs/etc" "$rootfs/dev" "$rootfs/proc" "$rootfs/sys"
+  install -m 0755 "$exporter/usr/bin/prometheus-mysqld-exporter" "$rootfs$bin"
+  interp=$(readelf -l "$rootfs$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)]$/\1/p')
+  mapfile -t needed < <(readelf -d "$rootfs$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p')
+  say "$bin links ${needed[*]:-nothing} (interpreter ${interp:-none}): copying them from libc6"
+  [ -z "$interp" ] || exporter_copy "$libc" "$interp" "$rootfs"
+  for lib in "${needed[@]}"; do
+    path=$(cd "$libc" && find . -name "$lib" \( -type f -o -type l \) | head -n1)
+    [ -n "$path" ] || die "$bin needs $lib, which libc6 does not ship: add its package to EXPORTER_PACKAGES"
+    exporter_copy "$libc" "${path#.}" "$rootfs"
+  done
+  for pkg in "${EXPORTER_PACKAGES[@]}"; do
+    install -D -m 0644 "$WORK/pkg/$pkg/usr/share/doc/$pkg/copyright" "$rootfs/usr/share/doc/$pkg/copyright"
+  done
+  printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:%s:%s:nobody:/nonexistent:/usr/sbin/nologin\n' \
+    "$EXPORTER_UID" "$EXPORTER_UID" > "$rootfs/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:%s:\n' "$EXPORTER_UID" > "$rootfs/etc/group"
+  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
+  : > "$rootfs/etc/resolv.conf"
+  : > "$rootfs/etc/hostname"
+  chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group" "$rootfs/etc/hosts" "$rootfs/etc/resolv.conf" \
+    "$rootfs/etc/hostname"
+}
+
+build_mysqld_exporter() {
+  local name=mysqld-exporter out
+  out=$(image_path "$name")
+  if [ -f "$out" ]; then
+    say "cached: ${IMAGE_REF[$name]} $out"
+    return 0
+  fi
+  [ "$(id -u)" = 0 ] || die "building the $name image needs root (root-owned files, chroot to run it as $EXPORTER_UID)"
+  command -v readelf >/dev/null || die "readelf is not installed (apt-get install binutils)"
+  begin_build "$name"
+  # what the build writes must be readable by uid EXPORTER_UID, whatever the caller's umask
+  umask 022
+  local rootfs="$WORK/rootfs" started=$SECONDS bin=/bin/mysqld_exporter candidates pkg version
+  local debs=() specs=() text
+  candidates=$(exporter_candidates)
+  while read -r pkg version; do specs+=("$pkg=$version"); done <<<"$candidates"
+  say "downloading ${specs[*]} with apt-get (this host's APT sources)"
+  mkdir -p "$WORK/debs" "$WORK/pkg"
+  if ! (cd "$WORK/debs" && apt-get -q -o APT::Sandbox::User=root \
+    -o Dir::Cache::pkgcache="$IMAGE_CACHE/apt-pkgcache.bin" -o Dir::Cache::srcpkgcache= \
+    download "${specs[@]}") > "$WORK/apt.log" 2>&1; then
+    tail -n 20 "$WORK/apt.log" >&2
+    die "apt-get download failed (log: $WORK/apt.log)"
+  fi
+  for pkg in "${EXPORTER_PACKAGES[@]}"; do
+    debs=("$WORK/debs/${pkg}_"*.deb)
+    if [ "${#debs[@]}" != 1 ] || [ ! -f "${debs[0]}" ]; then die "no single $pkg .deb in $WORK/debs"; fi
+    dpkg-deb -x "${debs[0]}" "$WORK/pkg/$pkg"
+    # shellcheck disable=SC2016 # dpkg-deb's format, not the shell's
+    dpkg-deb -W --showformat='${Package} ${Version}\n' "${debs[0]}" >> "$WORK/packages"
+  done
+  exporter_rootfs "$rootfs" "$bin"
+  # it must start as the image's user with nothing but the rootfs: a missing library fails here
+  if ! text=$(chroot --userspec="$EXPORTER_UID:$EXPORTER_UID" "$rootfs" "$bin" --version 2>&1); then
+    die "$bin does not run as $EXPORTER_UID in the rootfs: $text"
+  fi
+  say "runs as $EXPORTER_UID: ${text%%$'\n'*}"
+  version=$(awk -v pkg="${EXPORTER_PACKAGES[0]}" '$1 == pkg { print $2 }' "$WORK/packages")
+  say "packing ${IMAGE_REF[$name]} ($(paste -sd, "$WORK/packages" | sed 's/,/, /g'); $(du -sm "$rootfs" | cut -f1) MiB rootfs)"
+  pack "$rootfs" "$WORK/image.tar" "$name" \
+    --entrypoint "[\"$bin\"]" --user "$EXPORTER_UID:$EXPORTER_UID" --expose 9104/tcp \
+    --label "org.opencontainers.image.title=mysqld-exporter" \
+    --label "org.opencontainers.image.description=Prometheus mysqld_exporter from Debian $DEBIAN_SUITE's ${EXPORTER_PACKAGES[0]}" \
+    --label "org.opencontainers.image.version=$version" \
+    --label "org.opencontainers.image.url=https://github.com/prometheus/mysqld_exporter"
+  mv "$WORK/packages" "${out%.tar}.packages"
+  mv "$WORK/image.tar" "$out"
+  end_build "$name" "$out"
+  say "built: ${IMAGE_REF[$name]} $out in $((SECONDS - started)) s"
+}
+
 # --- import ------------------------------------------------------------------------------------
 
 # Imports image $1 into the containerd at $2 (namespace k8s.io), unless the image there is
@@ -548,7 +685,7 @@ build_mysql() {
 import_image() {
   local name=$1 address=$2 tar ref stamp current digest
   tar=$(image_path "$name")
-  [ -f "$tar" ] || "build_$name"
+  [ -f "$tar" ] || "build_${name//-/_}"
   ref=${IMAGE_REF[$name]}
   stamp="$tar.imported-$(printf '%s' "$address" | sha256sum | cut -c1-8)"
   ctr_k8s() { ctr --address "$address" --namespace k8s.io "$@"; }
@@ -572,14 +709,14 @@ import_image() {
 # the image names an argument stands for (validated: a failure inside $(...) in a for list
 # would go unnoticed)
 names_for() {
-  if [ "$1" = all ]; then echo pause mariadb mysql; else echo "$1"; fi
+  if [ "$1" = all ]; then echo pause mariadb mysql mysqld-exporter; else echo "$1"; fi
 }
 
 main() {
   local cmd=${1:-} name
   case $cmd in
-    pause | mariadb | mysql | all)
-      for name in $(names_for "$cmd"); do "build_$name"; done
+    pause | mariadb | mysql | mysqld-exporter | all)
+      for name in $(names_for "$cmd"); do "build_${name//-/_}"; done
       ;;
     path)
       check_name "${2:-}"
