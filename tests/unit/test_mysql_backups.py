@@ -1,25 +1,19 @@
-"""The mysql role's filters over backups and Jobs: retention's choice, the records' order,
-when a cron schedule fires next, and what a Job's pods say."""
+"""mysql_common's filter_plugins/mysql_backups.py: retention's choice, the records' order,
+the backup part of an instance's status, a record's Verified condition and when a cron
+schedule fires next."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from tests import sources
 
-PLUGINS = Path(__file__).resolve().parents[2] / "roles/mysql/filter_plugins"
+SOURCE = Path(__file__).resolve().parents[2] / "roles/mysql_common/filter_plugins/mysql_backups.py"
 
-
-def _load(name: str) -> ModuleType:
-    return sources.load(PLUGINS / f"{name}.py", name)
-
-
-backups = _load("mysql_backups")
-jobs = _load("mysql_jobs")
+backups = sources.load(SOURCE, "mysql_backups")
 
 
 def record(name: str, finished: str, state: str = "Complete", verified: str = "True",
@@ -113,27 +107,48 @@ def test_when_a_cron_schedule_fires_next(schedule: str, after: str, expected: st
     assert backups.cron_next(schedule, after) == expected
 
 
-def pod(created: str, exit_code: int, message: str = "", reason: str = "Error") -> dict[str, Any]:
-    terminated = {"exitCode": exit_code, "reason": reason, **({"message": message} if message else {})}
-    return {"metadata": {"creationTimestamp": created},
-            "status": {"containerStatuses": [{"state": {"terminated": terminated}}]}}
+def test_the_status_counts_the_good_backups_and_names_the_newest_good_and_bad_ones() -> None:
+    records = [record("g1", "2026-01-01T00:00:00Z"), record("g2", "2026-01-02T00:00:00Z"),
+               record("f1", "2026-01-03T00:00:00Z", state="Failed", verified=""),
+               record("v1", "2026-01-04T00:00:00Z", verified="False", reason="FiguresDiffer"),
+               record("r1", "2026-01-05T00:00:00Z", verified="")]  # still being verified
+    assert backups.backup_status(records, claim="db-backup", schedule="@yearly",
+                                 now="2026-11-24T15:30:00Z") == {
+        "claim": "db-backup", "count": 2,
+        "lastSuccessful": "g2", "lastSuccessfulTime": "2026-01-02T00:00:00Z",
+        "lastFailed": "v1", "lastFailedTime": "2026-01-04T00:00:00Z",
+        "schedule": "@yearly", "nextScheduled": "2027-01-01T00:00:00Z",
+    }
 
 
-def test_a_jobs_latest_pod_speaks_for_it() -> None:
-    pods = [pod("2026-01-01T00:00:02Z", 0, "file=x.sql size=10 tables=2 rows=7", "Completed"),
-            pod("2026-01-01T00:00:01Z", 1, "first attempt failed")]
-    assert jobs.termination_message(pods) == "file=x.sql size=10 tables=2 rows=7"
-    assert jobs.exit_code(pods) == 0
-    assert jobs.summary(jobs.termination_message(pods)) == {"size": 10, "tables": 2, "rows": 7}
-    assert jobs.termination_message([pod("2026-01-01T00:00:00Z", 137, reason="Error")]) == \
-        "the container ended with Error (exit code 137)"
-    assert jobs.termination_message([]) == "" and jobs.exit_code([]) is None
+def test_the_status_leaves_out_what_has_no_value() -> None:
+    assert backups.backup_status([], claim="db-backup", schedule="", now="2026-11-24T15:30:00Z") == {
+        "claim": "db-backup", "count": 0}
+    # a schedule that never fires has no next time
+    assert backups.backup_status([], claim="c", schedule="bogus", now="2026-11-24T15:30:00Z") == {
+        "claim": "c", "count": 0, "schedule": "bogus"}
 
 
-@pytest.mark.parametrize(("conditions", "state"), [
-    ([], "running"), ([{"type": "Complete", "status": "True"}], "complete"),
-    ([{"type": "Failed", "status": "True"}], "failed"), ([{"type": "Failed", "status": "False"}], "running"),
-])
-def test_job_state(conditions: list[dict[str, str]], state: str) -> None:
-    assert jobs.job_state({"status": {"conditions": conditions}}) == state
-    assert jobs.job_state({}) == "absent"
+def verified(verdict: dict[str, Any] | None = None, previous: list[dict[str, Any]] | None = None,
+             verify: Any = True) -> dict[str, Any]:
+    return dict(backups.verified_condition(verdict or {}, verify_now=verdict is not None,
+                                           previous_conditions=previous or [], verify=verify))
+
+
+def test_the_verified_condition_is_this_runs_verdict_when_it_verified() -> None:
+    assert verified({"job_state": "complete", "message": "2 tables match"}) == {
+        "type": "Verified", "status": "True", "reason": "FiguresMatch", "message": "2 tables match"}
+    assert verified({"job_state": "failed", "message": "table t differs"}) == {
+        "type": "Verified", "status": "False", "reason": "FiguresDiffer", "message": "table t differs"}
+
+
+def test_the_verified_condition_is_kept_or_unknown_with_its_reason() -> None:
+    kept = {"type": "Verified", "status": "True", "reason": "FiguresMatch", "message": "m"}
+    assert verified(previous=[{"type": "Other"}, kept]) == kept
+    assert verified(previous=[{"type": "Verified", "status": "Unknown"}]) == {
+        "type": "Verified", "status": "Unknown", "reason": "", "message": ""}
+    off = verified(verify=False)
+    assert (off["status"], off["reason"]) == ("Unknown", "NotVerified")
+    assert off["reason"] in backups.UNVERIFIED_REASONS  # such a record is settled
+    assert verified() == {"type": "Verified", "status": "Unknown", "reason": "NoCompleteDump",
+                          "message": "the dump did not complete"}

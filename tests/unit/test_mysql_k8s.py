@@ -1,4 +1,4 @@
-"""The mysql role's filter plugin: when an object needs writing, and quantities."""
+"""mysql_common's filter_plugins/mysql_k8s.py: when an object needs writing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from tests import sources
 
-SOURCE = Path(__file__).resolve().parents[2] / "roles/mysql/filter_plugins/mysql_k8s.py"
+SOURCE = Path(__file__).resolve().parents[2] / "roles/mysql_common/filter_plugins/mysql_k8s.py"
 
 
 mysql_k8s = sources.load(SOURCE, "mysql_k8s")
@@ -76,34 +76,3 @@ def test_out_of_sync_keeps_order_and_skips_unmanaged() -> None:
     ]
     assert mysql_k8s.k8s_out_of_sync(pairs) == [pv, pvc]
     assert mysql_k8s.k8s_out_of_sync([]) == []
-
-
-@pytest.mark.parametrize(("quantity", "expected"), [
-    ("1Gi", 2**30), ("1500M", 1_500_000_000), ("2e3", 2000), ("0.5Ki", 512), ("100m", 1), (" 10 ", 10),
-])
-def test_quantity_to_bytes(quantity: str, expected: int) -> None:
-    assert mysql_k8s.quantity_to_bytes(quantity) == expected
-
-
-@pytest.mark.parametrize("quantity", ["", "Gi", "1GB", "1 Gi x", "-1Gi"])
-def test_bad_quantity(quantity: str) -> None:
-    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
-        mysql_k8s.quantity_to_bytes(quantity)
-
-
-def _deployment(generation: int = 2, **status: int) -> dict[str, Any]:
-    return {"metadata": {"generation": generation}, "spec": {"replicas": 1}, "status": status}
-
-
-def test_a_deployment_is_ready_when_its_rollout_is_complete_and_its_pod_ready() -> None:
-    ready = mysql_k8s.deployment_ready
-    assert ready(_deployment(observedGeneration=2, replicas=1, updatedReplicas=1, readyReplicas=1))
-    assert not ready({})
-    assert not ready(_deployment(observedGeneration=2, replicas=1, updatedReplicas=1))  # not ready
-    # the controller has not seen the new template yet: the old pod's readiness says nothing
-    assert not ready(_deployment(observedGeneration=1, replicas=1, updatedReplicas=1, readyReplicas=1))
-    # the old pod still runs beside (or instead of) the new one
-    assert not ready(_deployment(observedGeneration=2, replicas=1, updatedReplicas=0, readyReplicas=1))
-    assert not ready(_deployment(observedGeneration=2, replicas=2, updatedReplicas=1, readyReplicas=1))
-    scaled_down = {"metadata": {"generation": 1}, "spec": {"replicas": 0}, "status": {"observedGeneration": 1}}
-    assert not ready(scaled_down)

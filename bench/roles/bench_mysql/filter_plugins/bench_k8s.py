@@ -1,7 +1,7 @@
 """
-Filters of the bench role: the mysql role's
-``k8s_in_sync`` and ``k8s_out_of_sync`` under bench names, loaded from roles/mysql by
-path (not copied), so the bench measures the same checks.
+Filters of the bench role: the mysql role's ``k8s_in_sync`` and ``k8s_out_of_sync``
+(roles/mysql_common/filter_plugins/mysql_k8s.py) under bench names, loaded by path (not
+copied), so the bench measures the same checks.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-_SOURCE = Path(__file__).resolve().parents[4] / "roles/mysql/filter_plugins/mysql_k8s.py"
+_SOURCE = Path(__file__).resolve().parents[4] / "roles/mysql_common/filter_plugins/mysql_k8s.py"
 _SPEC = importlib.util.spec_from_file_location("bench_mysql_k8s", _SOURCE)
 if _SPEC is None or _SPEC.loader is None:
     raise ImportError(f"cannot load the mysql role's filters from {_SOURCE}")

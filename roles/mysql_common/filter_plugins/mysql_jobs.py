@@ -1,10 +1,10 @@
-"""Filters the roles that follow Jobs (mysql_backup, mysql_restore: they include the mysql
-role's names, which brings these) use to read them: the state of a Job
-(`mysql_backup_job_state`), the termination message of its latest pod
-(`mysql_backup_termination_message`, the scripts' summary or, on an error, the last lines
-of their log), the figures in a summary (`mysql_backup_summary`) and the exit code of the
-latest pod (`mysql_backup_exit_code`). The records of an instance, newest first, come from the
-mysql role's `mysql_backup_by_age`.
+"""Filters that read a Kubernetes Job and its pods, for every role that waits for a Job of
+its own: its state (`mysql_job_state`), the termination message of its latest pod
+(`mysql_job_message`: the scripts' summary or, on an error, the last lines of their log),
+the exit code of that pod (`mysql_job_exit_code`) and the figures a summary names
+(`mysql_job_figures`). Used by mysql (its restore Job), mysql_backup (dump and
+verification Jobs) and mysql_restore (its load Job). Python rather than Jinja: a pod's
+termination record sits in one of two places, and the latest pod is the one to read.
 """
 
 from __future__ import annotations
@@ -73,18 +73,18 @@ def exit_code(pods: Any) -> int | None:
     return int(code) if code is not None else None
 
 
-def summary(message: Any) -> dict[str, int]:
+def figures(message: Any) -> dict[str, int]:
     """The figures (size, tables, rows) a script's summary line names."""
     return {key: int(value) for key, value in _FIGURE.findall(str(message or ""))}
 
 
 class FilterModule:
-    """The role's filters."""
+    """Ansible filter plugin entry point."""
 
     def filters(self) -> dict[str, Any]:
         return {
-            "mysql_backup_job_state": job_state,
-            "mysql_backup_termination_message": termination_message,
-            "mysql_backup_exit_code": exit_code,
-            "mysql_backup_summary": summary,
+            "mysql_job_state": job_state,
+            "mysql_job_message": termination_message,
+            "mysql_job_exit_code": exit_code,
+            "mysql_job_figures": figures,
         }

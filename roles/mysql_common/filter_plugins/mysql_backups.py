@@ -1,7 +1,12 @@
-"""Filters over an instance's backups, for the mysql role (its status and schedule) and the
-mysql_backup role (retention): the records newest first as retention sees them
-(`mysql_backup_by_age`), the one to name the latest (`mysql_backup_latest`), those retention
-removes (`mysql_backup_excess`), and when a cron schedule fires next (`mysql_cron_next`).
+"""Filters over an instance's backups (MySQLBackup records), for the mysql role (its status
+and schedule) and the mysql_backup role (verification, retention): the records newest first
+as retention sees them (`mysql_backup_by_age`), the one to name the latest
+(`mysql_backup_latest`), those retention removes (`mysql_backup_excess`), the backup part of
+an instance's status (`mysql_backup_status`), a record's Verified condition
+(`mysql_backup_verified_condition`) and when a cron schedule fires next (`mysql_cron_next`).
+
+One file, because they share what makes a record good, bad or still running (`_settled`,
+the Verified reasons); unit tests: tests/unit/test_mysql_backups.py.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ _MACROS = {
 _NAMES = {name: i for i, name in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
 _DAYS = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
-UNVERIFIED_REASONS = ("NotVerified", "NoCompleteDump")  # the mysql_backup role's Verified reasons
+# Reasons of a Verified condition that is Unknown for good: verification is off, or there is
+# no complete dump to verify (`verified_condition`); such a record is settled.
+NOT_VERIFIED, NO_COMPLETE_DUMP = "NotVerified", "NoCompleteDump"
+UNVERIFIED_REASONS = (NOT_VERIFIED, NO_COMPLETE_DUMP)
 _RANGES = [(0, 59, {}), (0, 23, {}), (1, 31, {}), (1, 12, _NAMES), (0, 7, _DAYS)]
 
 
@@ -105,6 +113,50 @@ def excess(records: Any, keep: int, in_use: Any) -> list[dict[str, Any]]:
     return result
 
 
+def backup_status(records: Any, *, claim: str, schedule: Any, now: Any) -> dict[str, Any]:
+    """The `backup` part of a MySQL object's status, from its MySQLBackup ``records`` as the
+    API server returns them: its backup claim, how many good backups it has, the newest good
+    one and the newest bad one (with their times), its ``schedule`` and when that fires next
+    after ``now``. Keys without a value are left out (the API server drops nulls: a null
+    would differ at each run)."""
+    ordered = by_age(records, "", "", {}, {})
+    good = [r for r in ordered if r["good"]]
+    failed = next((r for r in ordered if not r["good"] and not r["running"]), {})
+    status = {
+        "claim": claim,
+        "count": len(good),
+        "lastSuccessful": good[0]["name"] if good else None,
+        "lastSuccessfulTime": good[0]["completionTime"] if good else None,
+        "lastFailed": failed.get("name"),
+        "lastFailedTime": failed.get("completionTime"),
+        "schedule": schedule or None,
+        "nextScheduled": (cron_next(schedule, now) or None) if schedule else None,
+    }
+    return {key: value for key, value in status.items() if value is not None}
+
+
+def verified_condition(verdict: Any, *, verify_now: Any, previous_conditions: Any,
+                       verify: Any) -> dict[str, Any]:
+    """A record's Verified condition: from this run's ``verdict`` ({job_state, message} of
+    the verification Job) when it verified now; else the one its status has; else Unknown,
+    because verification is off (``verify`` false) or the dump did not complete."""
+    if verify_now:
+        good = verdict.get("job_state", "") == "complete"
+        return {"type": "Verified", "status": "True" if good else "False",
+                "reason": "FiguresMatch" if good else "FiguresDiffer",
+                "message": verdict["message"]}
+    previous = next((c for c in previous_conditions or [] if c.get("type") == "Verified"), {})
+    if previous:
+        return {"type": previous["type"], "status": previous["status"],
+                "reason": previous.get("reason", ""), "message": previous.get("message", "")}
+    if not verify:
+        return {"type": "Verified", "status": "Unknown", "reason": NOT_VERIFIED,
+                "message": ("verification is off (spec.backup.verify of the instance, or"
+                            " spec.verify)")}
+    return {"type": "Verified", "status": "Unknown", "reason": NO_COMPLETE_DUMP,
+            "message": "the dump did not complete"}
+
+
 def _field(text: str, low: int, high: int, names: dict[str, int]) -> set[int]:
     values: set[int] = set()
     for part in text.lower().split(","):
@@ -155,12 +207,14 @@ def cron_next(schedule: Any, after: Any) -> str:
 
 
 class FilterModule:
-    """The role's filters over backups."""
+    """Ansible filter plugin entry point."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "mysql_backup_by_age": by_age,
             "mysql_backup_excess": excess,
             "mysql_backup_latest": latest,
+            "mysql_backup_status": backup_status,
+            "mysql_backup_verified_condition": verified_condition,
             "mysql_cron_next": cron_next,
         }
