@@ -153,10 +153,12 @@ def service_account_kubeconfig(cluster: harness.Cluster, namespace: str, path: P
 
 
 def edited_watches(tmp_path: Path) -> Path:
-    """A watches file mapping MySQL to a copy of roles/mysql with the added task. No finalizer
-    (the object goes with its namespace) and no periodic runs: one failure is the subject."""
+    """A watches file mapping MySQL to a copy of roles/mysql with the added task (beside the
+    role it depends on, mysql_common). No finalizer (the object goes with its namespace) and no
+    periodic runs: one failure is the subject."""
     role = tmp_path / "roles" / "mysql"
     shutil.copytree(REPO / "roles" / "mysql", role)
+    shutil.copytree(REPO / "roles" / "mysql_common", tmp_path / "roles" / "mysql_common")
     main = role / "tasks" / "main.yml"
     text = main.read_text()
     assert ANCHOR in text, f"roles/mysql/tasks/main.yml has no {ANCHOR.strip()!r}: move the added task"
