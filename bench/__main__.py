@@ -208,12 +208,14 @@ def soak_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
 
 
 def real_role_copy(shipped: bool = False) -> pathlib.Path:
-    """roles/mysql with the bench group in owner references and variable names. Its watches
-    entry has no period (``shipped``: the shipped watches.yaml's MySQL entry, period and
-    dependent watches included, without its finalizer)."""
+    """roles/mysql (and mysql_common, which it depends on) with the bench group in owner
+    references and variable names. Its watches entry has no period (``shipped``: the shipped
+    watches.yaml's MySQL entry, period and dependent watches included, without its
+    finalizer)."""
     target = OUT / 'real'
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(REPO / 'roles' / 'mysql', target / 'roles' / 'mysql')
+    for role in ('mysql', 'mysql_common'):  # the role and the one it depends on
+        shutil.copytree(REPO / 'roles' / role, target / 'roles' / role)
     for path in (target / 'roles').rglob('*'):
         if path.is_file() and path.suffix in ('.yml', '.yaml', '.j2', '.py'):
             text = path.read_text()
