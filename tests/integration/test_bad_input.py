@@ -77,6 +77,7 @@ REF = "passwordSecretRef"
 # the messages of the CRDs' CEL rules (deploy/crd.yml), as far as a test needs them
 ONE_PASSWORD = "exactly one of spec.password and spec.passwordSecretRef must be set"
 ESCAPED_DATABASE = "spec.database must be at most 64 characters with each '_' counted twice"
+RESERVED_DATABASE = "spec.database cannot be mysql, sys, information_schema, performance_schema or mysql_operator"
 FIXED_CLASS = "spec.storage_class cannot be set, changed or removed after creation"
 FIXED_BACKUP = "spec (instance, file, job, image, database, verify) is fixed once set"
 FIXED_RESTORE = "spec (instance, backup) is fixed once set"
@@ -154,6 +155,10 @@ ACCEPTED = [
     # accepted by the schema, refused by the operator
     Case("db-underscores", {"database": "o_t_u_s" * 9}, field="spec.database", accepted=True, fails=True,
          cel_message=ESCAPED_DATABASE),
+    Case("db-operators", {"database": "mysql_operator"}, field="spec.database", accepted=True, fails=True,
+         cel_message=RESERVED_DATABASE),
+    Case("db-servers", {"database": "mysql"}, field="spec.database", accepted=True, fails=True,
+         cel_message=RESERVED_DATABASE),
     Case("ref-missing", {"password": None, REF: {"name": "no-such-secret"}},
          field=f"spec.{REF}", accepted=True, fails=True),
     Case("ref-key-missing", {"password": None, REF: {"name": "has-other-key", "key": "password"}},

@@ -56,6 +56,12 @@ def seed_pod(cluster: harness.Cluster, ns: str, name: str) -> str:
     return pods[0]
 
 
+def server_pod(cluster: harness.Cluster, ns: str, name: str) -> tuple[str, int]:
+    """The uid of the instance's one server pod and its container's restart count."""
+    pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
+    return pod["metadata"]["uid"], pod["status"]["containerStatuses"][0]["restartCount"]
+
+
 SEED_PASSWORD = "otuspassword"  # the seed walkthrough's, as in oh.mysql_object
 PERIOD_ANNOTATION = "ansible.sdk.operatorframework.io/reconcile-period"  # the SDK's, per object
 
@@ -244,13 +250,15 @@ def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator
         oh.wait_ready(cluster, ns, name)
         cluster.kubectl("-n", ns, "create", "secret", "generic", old_login, "--from-literal=password=previous-pw-1")
         oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=old_login, image=server.image)
+        before = server_pod(cluster, ns, name)
 
         cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p", '{"spec": {"password": "new-pass\'word"}}')
         oh.wait_successful(cluster, ns, name, operator)
         assert _secret_value(cluster, ns, f"{name}-credentials") == "new-pass'word"
-        # The server restarted with the new password in its probe's environment, and is Ready;
-        # the object says so once the Deployment's last status change has run the role.
+        # The password changed inside the running server: the same pod, never restarted, Ready
+        # (its probe logs in with the health account, and as root with its copy of the Secret).
         oh.wait_ready(cluster, ns, name)
+        assert server_pod(cluster, ns, name) == before
         cluster.wait_for(lambda: oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted",
                          timeout=120, what="the Ready condition to follow the Deployment", interval=2)
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
@@ -293,15 +301,14 @@ def test_password_rotation_through_the_referenced_secret(cluster: harness.Cluste
 
         new = base64.b64encode(b"second pass'word").decode()
         generation = cluster.get("-n", ns, "deployment", name)["metadata"]["generation"]
+        before = server_pod(cluster, ns, name)
         cluster.kubectl("-n", ns, "patch", "secret", ref, "--type=merge", "-p", json.dumps({"data": {"password": new}}))
         cluster.wait_for(lambda: _secret_value(cluster, ns, f"{name}-credentials") == "second pass'word",
                          timeout=240, what="the periodic reconcile to rotate the password", interval=3)
-        # the server restarts with the new password in its probe's environment: the run
-        # writes the credentials Secret before the Deployment, so wait for the new pod
-        # template before the rollout (or the old pod, still Ready, would do)
-        cluster.wait_for(lambda: cluster.get("-n", ns, "deployment", name)["metadata"]["generation"] > generation,
-                         timeout=120, what="the Deployment to get the new password's pod template", interval=1)
+        # rotated inside the running server: no new pod template, the same pod, Ready
         oh.wait_ready(cluster, ns, name)
+        assert cluster.get("-n", ns, "deployment", name)["metadata"]["generation"] == generation
+        assert server_pod(cluster, ns, name) == before
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
                          image=server.image, wait_for_server=True)
         assert out.strip().startswith("root@")

@@ -86,3 +86,11 @@ def test_an_instance_keeps_only_what_the_roles_use() -> None:
                                          "spec": {"database": "app", "image": "i", "backup": {}},
                                          "status": {"conditions": []}}
     assert spec.instance_parts({}) == {}
+
+
+def test_a_database_the_server_or_the_operator_keeps_is_refused() -> None:
+    reserved = ["mysql", "sys", "mysql_operator"]
+    assert problems(database="mysql_operator", reserved_databases=reserved) == [
+        "spec.database: 'mysql_operator' is kept by the server or the operator (not one of:"
+        " mysql, sys, mysql_operator)."]
+    assert problems(database="Mysql", reserved_databases=reserved) == []  # another name on Linux

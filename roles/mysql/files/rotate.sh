@@ -1,9 +1,11 @@
-# Bring the root and application passwords to NEW_PASSWORD. Env: MYSQL_HOST, MYSQL_PORT,
-# CONNECT_TIMEOUT, NEW_PASSWORD, OLD_PASSWORD (the previous password, may be empty) and
-# BOOTSTRAP_PASSWORD (the one a new server starts with); /rotate/rotate.sql holds the
-# statements. Passwords travel in MYSQL_PWD only, never on a command line. Waits for the
-# server to accept a login (a new server initialises first), then logs in with the first
-# of the old passwords that works.
+# Bring the root and application passwords to NEW_PASSWORD, and the operator's health
+# account (HEALTH_USER, HEALTH_PASSWORD) and its table (OPERATOR_SCHEMA.credentials) to what
+# /rotate/rotate.sql says. Env also: MYSQL_HOST, MYSQL_PORT, CONNECT_TIMEOUT, OLD_PASSWORD
+# (the previous password, may be empty) and BOOTSTRAP_PASSWORD (the one a new server starts
+# with). Passwords travel in MYSQL_PWD only, never on a command line. Waits for the server
+# to accept a login (a new server initialises first), logs in with the first of the new,
+# the previous and the bootstrap password that works, runs the statements, and checks that
+# the new password and the health account log in.
 set -eu
 try_login() {
   [ -n "$1" ] || return 1
@@ -13,8 +15,9 @@ try_login() {
 waited=0
 while :; do
   if try_login "$NEW_PASSWORD"; then
-    echo "password: the new password already works; nothing to do"
-    exit 0
+    current=$NEW_PASSWORD
+    echo "password: the new password already works"
+    break
   fi
   if try_login "$OLD_PASSWORD"; then
     current=$OLD_PASSWORD
@@ -38,4 +41,10 @@ if ! try_login "$NEW_PASSWORD"; then
   echo "password: ALTER USER ran but the new password does not log in" >&2
   exit 1
 fi
-echo "password: set"
+if ! MYSQL_PWD="$HEALTH_PASSWORD" mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" \
+    -u"$HEALTH_USER" --connect-timeout=5 -N -B \
+    -e "SELECT root_version FROM \`$OPERATOR_SCHEMA\`.credentials WHERE id = 1" >/dev/null; then
+  echo "password: the health account $HEALTH_USER cannot read $OPERATOR_SCHEMA.credentials" >&2
+  exit 1
+fi
+echo "password: set; health account $HEALTH_USER set"

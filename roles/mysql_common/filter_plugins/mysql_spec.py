@@ -33,10 +33,11 @@ def _matches(pattern: str, value: Any) -> bool:
 
 def spec_problems(name: Any, *, password_set: bool, ref_set: bool, storage_size: Any,
                   database: Any, schedule: Any, schedule_fires: bool, keep: Any,
-                  restore_from: Any) -> list[str]:
+                  restore_from: Any, reserved_databases: Any = ()) -> list[str]:
     """Every problem of a MySQL object's input, each naming its field, in the order of the
     spec; [] when there is none. ``keep`` is spec.backup.keep or None when unset;
-    ``restore_from`` as given (unset or empty means latest)."""
+    ``restore_from`` as given (unset or empty means latest); ``reserved_databases``: the
+    names spec.database cannot take (the server's own schemas, the operator's)."""
     problems = []
     if len(str(name)) > NAME_LIMIT or not _matches(_NAME, name):
         problems.append(f"metadata.name: '{name}' must be a DNS-1035 label of at most"
@@ -51,6 +52,10 @@ def spec_problems(name: Any, *, password_set: bool, ref_set: bool, storage_size:
     if not _matches(_DATABASE, database):
         problems.append(f"spec.database: '{database}' must be 1 to 64 letters, digits, '_',"
                         " '-' or '$'.")
+    reserved = [str(d) for d in reserved_databases or ()]
+    if str(database) in reserved:  # names are case-sensitive on Linux servers
+        problems.append(f"spec.database: '{database}' is kept by the server or the operator"
+                        f" (not one of: {', '.join(reserved)}).")
     # The official images' entrypoints (and ours) GRANT on `${MYSQL_DATABASE//_/\_}`: the
     # server refuses a name over 64 characters (ERROR 1102) and never starts. The CRD's CEL
     # rule refuses such a name; API servers without CEL validation let it through.
