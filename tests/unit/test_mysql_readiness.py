@@ -77,6 +77,11 @@ def test_the_probe_saying_credentials_rejected_of_a_running_server_is_named() ->
      "pod db-1: ContainerCreating"),
     (NOT_READY, pod(), "ServerStarting", "pod db-1 is not ready yet"),
     (NOT_READY, {"metadata": {"name": "db-1"}}, "ServerStarting", "pod db-1 is not ready yet"),
+    (NOT_READY, {"metadata": {"name": "db-1"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."}]}},
+     "Unschedulable", "pod db-1 is not scheduled: 0/1 nodes are available: 1 node(s) didn't match Pod's"
+                      " node affinity/selector."),
 ])
 def test_a_server_that_is_not_ready_says_why(deployment: dict[str, Any], the_pod: dict[str, Any] | None,
                                              reason: str, message: str) -> None:

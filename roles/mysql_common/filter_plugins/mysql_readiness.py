@@ -49,8 +49,9 @@ def ready_condition(deployment: Any, *, pod: Any, probe_events: Any, database: A
 
     CredentialsRejected: the server runs but refuses the Secret's password (the probe
     prints "credentials rejected" for MySQL's errors 1044, 1045, 1049 and 1130). Else
-    NoDeployment, NoPod, the reason a container waits (CrashLoopBackOff ...), or
-    ServerStarting.
+    NoDeployment, NoPod, Unschedulable (the scheduler's words: no node matches the
+    nodeSelector, the affinity, the tolerations or has room for the requests), the reason a
+    container waits (CrashLoopBackOff ...), or ServerStarting.
     """
     ready = deployment_ready(deployment)
     container = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0] if pod else {}
@@ -69,6 +70,11 @@ def ready_condition(deployment: Any, *, pod: Any, probe_events: Any, database: A
         reason, message = "NoDeployment", f"Deployment {deployment_name} does not exist"
     elif not pod:
         reason, message = "NoPod", f"Deployment {deployment_name} has no pod yet"
+    elif unscheduled := [c for c in (pod.get("status") or {}).get("conditions") or []
+                         if c.get("type") == "PodScheduled" and c.get("status") == "False"]:
+        reason = "Unschedulable"
+        message = (f"pod {pod['metadata']['name']} is not scheduled:"
+                   f" {unscheduled[0].get('message') or unscheduled[0].get('reason')}")
     else:
         name = pod["metadata"]["name"]
         reason = waiting.get("reason") or "ServerStarting"
