@@ -60,16 +60,16 @@ def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any
 
 def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str, *, secret: str,
                    key: str = "password", user: str = "root", wait_for_server: bool = False,
-                   labels: dict[str, str] | None = None, image: str = MYSQL_IMAGE) -> str:
+                   labels: dict[str, str] | None = None, image: str = MYSQL_IMAGE, port: int = 3306) -> str:
     """
-    A Job that runs `sql` with the mysql client against `host`, as an application would: the
-    password from a Secret (MYSQL_PWD), the SQL in an environment variable, never in a
-    command line. `wait_for_server`: ping the server for up to 2 minutes first.
+    A Job that runs `sql` with the mysql client against `host` (and `port`), as an application
+    would: the password from a Secret (MYSQL_PWD), the SQL in an environment variable, never in
+    a command line. `wait_for_server`: ping the server for up to 2 minutes first.
     """
-    client = (f"mysql -h {host} -u{user} --batch --skip-column-names --connect-timeout=10 "
+    client = (f"mysql -h {host} -P {int(port)} -u{user} --batch --skip-column-names --connect-timeout=10 "
               f"{database} -e \"$SQL\"")
     if wait_for_server:
-        client = (f"for i in $(seq 60); do mysqladmin -h {host} -u{user} ping >/dev/null 2>&1 && break; "
+        client = (f"for i in $(seq 60); do mysqladmin -h {host} -P {int(port)} -u{user} ping >/dev/null 2>&1 && break; "
                   f"sleep 2; done; exec {client}")
     env: list[dict[str, Any]] = [{"name": "SQL", "value": sql},
            {"name": "MYSQL_PWD", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}]

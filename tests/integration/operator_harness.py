@@ -288,14 +288,15 @@ def wait_successful(cluster: harness.Cluster, namespace: str, name: str, operato
 
 def sql_job(cluster: harness.Cluster, namespace: str, host: str, database: str, sql: str,
             secret: str, key: str = "password", user: str = "root", expect_success: bool = True,
-            timeout: float = 240, image: str = MYSQL_IMAGE, wait_for_server: bool = False) -> str:
+            timeout: float = 240, image: str = MYSQL_IMAGE, wait_for_server: bool = False,
+            port: int = 3306) -> str:
     """Run `sql` in a Job pod (client of `image`) that connects to `host` by DNS name; return its
     output. `wait_for_server`: the client pings the server first, as an application retries
     (right after a server's restart, kube-proxy may not route to the new pod yet)."""
     name = f"sql-{uuid.uuid4().hex[:8]}"
     manifest = kube.sql_client_job(namespace, name, host, database, sql, secret=secret, key=key,
                                    user=user, labels={"test-client": "true"}, image=image,
-                                   wait_for_server=wait_for_server)
+                                   wait_for_server=wait_for_server, port=port)
     cluster.apply(manifest)
     if expect_success:
         cluster.wait_job(namespace, name, timeout=timeout)

@@ -549,6 +549,78 @@ def test_an_object_of_the_previous_release_keeps_reconciling(
     assert printed.split() == ["id", "7"], printed
 
 
+@pytest.mark.usefixtures("explain")
+def test_production_settings_reach_the_running_instance(
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
+    """Each production setting of the spec is in effect: resources, tolerations, priority
+    class, pod labels and annotations in the server's pod; a NodePort Service with its
+    annotation that answers on the node's address; a node selector no node matches leaves
+    the new pod Pending and the Ready condition says why (Unschedulable, the scheduler's
+    words); removed again, the instance is Ready."""
+    priority = f"mysql-test-{op_namespace}"
+    cluster.apply(json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                              "metadata": {"name": priority}, "value": 1000,
+                              "description": "test_production_settings_reach_the_running_instance"}))
+    node = cluster.get("nodes")["items"][0]
+    address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+
+    def one(server: oh.Server) -> None:
+        ns, name = op_namespace, server.name("settings")
+        settings = {
+            "resources": {"requests": {"cpu": "150m", "memory": "300Mi"}, "limits": {"memory": "1Gi"}},
+            "tolerations": [{"key": "example.com/dedicated", "operator": "Equal", "value": "db",
+                             "effect": "NoSchedule"}],
+            "priorityClassName": priority,
+            "podLabels": {"team": "payments", "example.com/tier": "db"},
+            "podAnnotations": {"example.com/note": "settings test"},
+            "service": {"type": "NodePort", "annotations": {"example.com/load-balancer": "internal"}},
+        }
+        cluster.apply(oh.mysql_object(name, ns, image=server.image, **settings))
+        oh.wait_successful(cluster, ns, name, operator)
+        oh.wait_ready(cluster, ns, name)
+        pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
+        container = pod["spec"]["containers"][0]
+        assert container["resources"] == settings["resources"], container["resources"]
+        assert {"key": "example.com/dedicated", "operator": "Equal", "value": "db",
+                "effect": "NoSchedule"} in pod["spec"]["tolerations"], pod["spec"]["tolerations"]
+        assert pod["spec"]["priorityClassName"] == priority and pod["spec"]["priority"] == 1000
+        labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
+        assert labels["team"] == "payments" and labels["example.com/tier"] == "db", labels
+        assert labels["app"] == name, labels  # the walkthrough's label stays the operator's
+        assert annotations["example.com/note"] == "settings test", annotations
+        service = cluster.get("-n", ns, "service", name)
+        assert service["spec"]["type"] == "NodePort", service["spec"]
+        assert service["metadata"]["annotations"]["example.com/load-balancer"] == "internal"
+        node_port = service["spec"]["ports"][0]["nodePort"]
+        out = oh.sql_job(cluster, ns, address, "otus-database", "SELECT CURRENT_USER();",
+                         secret=f"{name}-credentials", image=server.image, port=node_port,
+                         wait_for_server=True)
+        assert out.strip().startswith("root@"), out
+
+        # a node selector no node matches: the new pod stays Pending, and the object says why
+        cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
+                        json.dumps({"spec": {"nodeSelector": {"example.com/no-such-node": "x"}}}))
+        cluster.wait_for(lambda: oh.ready_condition(cluster, ns, name).get("reason") == "Unschedulable",
+                         timeout=180, what="the Ready condition to say the pod is not scheduled", interval=2)
+        ready = oh.ready_condition(cluster, ns, name)
+        assert ready["status"] == "False" and "node affinity/selector" in ready["message"], ready
+        pending = [p for p in cluster.get("-n", ns, "pods", "-l", f"app={name}")["items"]
+                   if not p["metadata"].get("deletionTimestamp")]
+        assert [p["status"]["phase"] for p in pending] == ["Pending"], pending
+        cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
+                        json.dumps({"spec": {"nodeSelector": None}}))
+        oh.wait_successful(cluster, ns, name, operator)
+        oh.wait_ready(cluster, ns, name)
+        cluster.wait_for(lambda: oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted",
+                         timeout=120, what="the Ready condition to follow the Deployment", interval=2)
+        cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
+
+    try:
+        oh.for_each_server(one)
+    finally:
+        cluster.kubectl("delete", "priorityclass", priority, "--ignore-not-found")
+
+
 def test_no_secret_appears_outside_its_secrets(cluster: harness.Cluster, op_namespace: str,
                                               operator: harness.Operator) -> None:
     """Last in the module, after the rotations, literal passwords and failures above: every
