@@ -51,6 +51,8 @@ cmd_up() {
   if cluster_running; then
     if [ "$(cat "$CLUSTER_STATE/version" 2>/dev/null)" = "$K8S_VERSION" ]; then
       say "cluster already running (Kubernetes $K8S_VERSION, kubeconfig: $KUBECONFIG_FILE)"
+      # images added or rebuilt since it started (each cached and imported at most once)
+      import_images
       return 0
     fi
     say "the running cluster is not Kubernetes $K8S_VERSION: replacing it"
