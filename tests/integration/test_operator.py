@@ -59,7 +59,8 @@ def seed_pod(cluster: harness.Cluster, ns: str, name: str) -> str:
 def server_pod(cluster: harness.Cluster, ns: str, name: str) -> tuple[str, int]:
     """The uid of the instance's one server pod and its container's restart count."""
     pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
-    return pod["metadata"]["uid"], pod["status"]["containerStatuses"][0]["restartCount"]
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "mysql")
+    return pod["metadata"]["uid"], status["restartCount"]
 
 
 SEED_PASSWORD = "otuspassword"  # the seed walkthrough's, as in oh.mysql_object
@@ -619,6 +620,55 @@ def test_production_settings_reach_the_running_instance(
         oh.for_each_server(one)
     finally:
         cluster.kubectl("delete", "priorityclass", priority, "--ignore-not-found")
+
+
+def scraped(text: str, metric: str) -> float | None:
+    """The value of an unlabelled sample in a Prometheus text exposition."""
+    for line in text.splitlines():
+        if line.startswith(metric + " "):
+            return float(line.split()[-1])
+    return None
+
+
+@pytest.mark.usefixtures("explain")
+def test_metrics_sidecar_serves_the_servers_metrics(
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
+    """spec.metrics.enabled: a mysqld-exporter sidecar logs in with the health account; the
+    Service has a port named metrics and the label a ServiceMonitor selects; a scrape through
+    it says mysql_up 1, and the server's query counter rises with the queries a client runs."""
+
+    def one(server: oh.Server) -> None:
+        ns, name = op_namespace, server.name("metrics")
+        cluster.apply(oh.mysql_object(name, ns, image=server.image, metrics={"enabled": True}))
+        oh.wait_successful(cluster, ns, name, operator)
+        oh.wait_ready(cluster, ns, name)
+        service = cluster.get("-n", ns, "service", name)
+        assert service["metadata"]["labels"].get("otus.homework/metrics") == "true", service["metadata"]
+        assert {"name": "metrics", "port": 9104} in [{"name": p["name"], "port": p["port"]}
+                                                     for p in service["spec"]["ports"]], service["spec"]
+
+        def scrape() -> str:
+            return cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/services/{name}:metrics/proxy/metrics").stdout
+
+        first: dict[str, float | None] = {}
+
+        def up() -> bool:
+            text = scrape()
+            first.update(up=scraped(text, "mysql_up"), queries=scraped(text, "mysql_global_status_queries"))
+            return first["up"] == 1.0
+
+        cluster.wait_for(up, timeout=120, what="the exporter's scrape to say mysql_up 1", interval=3)
+        assert first["queries"] is not None, scrape()[:3000]
+        oh.sql_job(cluster, ns, f"{name}.{ns}.svc.cluster.local", "otus-database",
+                   " ".join(f"SELECT {i};" for i in range(50)), secret=f"{name}-credentials", image=server.image)
+        later = scraped(scrape(), "mysql_global_status_queries")
+        assert later is not None and later >= first["queries"] + 50, (first, later)
+        pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
+        assert sorted(c["name"] for c in pod["spec"]["containers"]) == ["metrics", "mysql"]
+        assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"]), pod["status"]
+        cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
+
+    oh.for_each_server(one)
 
 
 def test_no_secret_appears_outside_its_secrets(cluster: harness.Cluster, op_namespace: str,

@@ -54,7 +54,9 @@ def ready_condition(deployment: Any, *, pod: Any, probe_events: Any, database: A
     container waits (CrashLoopBackOff ...), or ServerStarting.
     """
     ready = deployment_ready(deployment)
-    container = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0] if pod else {}
+    statuses = (pod.get("status") or {}).get("containerStatuses") or [{}] if pod else [{}]
+    # the server's container (a metrics sidecar may be listed before it)
+    container = next((s for s in statuses if s.get("name") == "mysql"), statuses[0])
     state = container.get("state") or {}
     waiting = state.get("waiting") or {}
     said = (probe_events[-1] if probe_events else {}).get("message", "")
