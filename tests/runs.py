@@ -10,6 +10,7 @@ import pathlib
 import sys
 import textwrap
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,13 @@ print('written')
 def write(path: pathlib.Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
+
+
+def slow_command(tree: pathlib.Path) -> str:
+    """The command line of ``tree``'s slow playbook: a sleep of 60 s and a fraction that is
+    the tree's own, so that a test finds its run's process and never another test's (the
+    two pytest workers run such tests at once)."""
+    return f"sleep 60.{zlib.crc32(str(tree.resolve()).encode()):010d}"
 
 
 def make_tree(root: pathlib.Path) -> pathlib.Path:
@@ -100,13 +108,13 @@ def make_tree(root: pathlib.Path) -> pathlib.Path:
               ansible.builtin.debug:
                 msg: hello
     """)
-    write(root / 'playbooks' / 'slow.yml', """
+    write(root / 'playbooks' / 'slow.yml', f"""
         - name: Slow
           hosts: localhost
           gather_facts: false
           tasks:
             - name: Take a long time
-              ansible.builtin.command: sleep 60  # a unique command line to look for
+              ansible.builtin.command: {slow_command(root)}  # a command line of this tree's own
               changed_when: false
     """)
     write(root / 'playbooks' / 'gate.yml', """

@@ -201,10 +201,10 @@ def test_cancelled_run_stops_ansible_and_removes_the_variables(tree: pathlib.Pat
         task = asyncio.create_task(runner.run_async(job, settings))
         for _ in range(300):
             await asyncio.sleep(0.1)
-            if processes_mentioning('sleep 60'):
+            if processes_mentioning(runs.slow_command(tree)):
                 break
         assert variables.exists()  # the run has started with its variables on disk
-        assert processes_mentioning('sleep 60')  # and reached its task
+        assert processes_mentioning(runs.slow_command(tree))  # and reached its task
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -218,10 +218,10 @@ def test_cancelled_run_stops_ansible_and_removes_the_variables(tree: pathlib.Pat
     # so a SIGKILL to ansible-playbook's process group alone would orphan them.
     # (A module's processes end a moment after the run: cold, they get the SIGTERM of their
     # worker's process group; warm, of the module server once the module's client is gone.
-    # An orphan would outlive the 10 s wait: the sleep takes 60.)
+    # An orphan would outlive the 30 s wait: the sleep takes 60.)
     assert processes_mentioning(str(variables)) == []
-    assert runs.eventually(lambda: processes_mentioning('sleep 60') == [], 10)
+    assert runs.eventually(lambda: processes_mentioning(runs.slow_command(tree)) == [], 30)
     if isinstance(settings.launcher, launchers.Warm):  # the servers live on, with no child left
         pool = settings.launcher.pool
         assert pool.pids
-        assert runs.eventually(lambda: all(runs.children(pid) == [] for pid in pool.pids), 10)
+        assert runs.eventually(lambda: all(runs.children(pid) == [] for pid in pool.pids), 30)

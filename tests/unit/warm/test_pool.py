@@ -415,13 +415,13 @@ def test_a_run_cancelled_before_ansible_said_who_it_is(
     thread = threading.Thread(target=lambda: results.append(runner.run(job, settings, cancel=cancel)))
     thread.start()
     try:
-        assert runs.eventually(lambda: bool(runs.processes_mentioning('sleep 60')), 60)
+        assert runs.eventually(lambda: bool(runs.processes_mentioning(runs.slow_command(tree))), 60)
     finally:
         cancel.set()
         thread.join()
     assert results[0].status == 'canceled'
     assert pool.pids
-    assert runs.eventually(lambda: runs.processes_mentioning('sleep 60') == [])
+    assert runs.eventually(lambda: runs.processes_mentioning(runs.slow_command(tree)) == [])
     assert runs.eventually(lambda: all(runs.children(pid) == [] for pid in pool.pids))
     assert not (job.private_data_dir / 'env' / 'extravars').exists()
 
