@@ -41,7 +41,7 @@ LOCK = Path(tempfile.gettempdir()) / "mysql-operator-cluster-up.lock"  # one wor
 # workers on 2026-11-26): the order they are handed out in.
 SLOWEST_FIRST = ("tests/integration/test_operator.py", "tests/integration/test_faults.py",
                  "tests/integration/test_backups.py", "tests/integration/test_molecule.py",
-                 "tests/integration/test_bad_input.py")
+                 "tests/integration/test_bad_input.py", "tests/integration/test_availability.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -28,6 +28,7 @@ CONTAINERD_SOCK="$CLUSTER_STATE/containerd/containerd.sock"
 
 NODE_NAME=otus-node
 BRIDGE=otus0
+BRIDGE_MAC=02:00:0a:58:00:01  # locally administered, fixed (lib/node.sh says why)
 POD_CIDR=10.88.0.0/16
 NODE_IP=10.88.0.1            # the bridge's address: API server, kubelet and DNS listen here
 SERVICE_CIDR=10.96.0.0/16

@@ -5,6 +5,10 @@
 
 setup_network() {
   ip link add "$BRIDGE" type bridge 2>/dev/null || true
+  # A fixed address: a bridge without one takes the lowest of its ports' and changes it as
+  # pods come and go, and the pods' cached address of their gateway (also their DNS server)
+  # goes stale, stalling their lookups for seconds.
+  ip link set "$BRIDGE" address "$BRIDGE_MAC"
   ip addr replace "$NODE_IP/16" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
