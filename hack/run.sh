@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The run command (`make run`): brings up the local cluster unless $KUBECONFIG points
 # at one, installs the CRD, applies the sample MySQL object, and runs the operator in
-# the foreground (Ctrl-C stops it). Once the object is Successful it prints how to
-# reach MySQL.
+# the foreground (Ctrl-C stops it). Once the operator is up (its health endpoint answers)
+# and the object is Successful it prints how to reach MySQL: a status left by an earlier
+# operator alone is not taken for this one's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$(./hack/venv.sh)
@@ -34,9 +35,20 @@ if [ "${minor:-0}" -lt 23 ]; then validate=(--validate=false); fi
 echo ">> applying $sample in namespace $namespace"
 "$kubectl" -n "$namespace" apply -f "$sample"
 name=$("$kubectl" -n "$namespace" get -f "$sample" -o jsonpath='{.metadata.name}')
+# the operator's health endpoint, which kopf serves once it runs: on a free local port
+# unless one is given
+if [ -z "${HEALTH_PROBE_BIND_ADDRESS:-}" ]; then
+  HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  export HEALTH_PROBE_BIND_ADDRESS
+fi
+health="http://${HEALTH_PROBE_BIND_ADDRESS/#:/127.0.0.1:}/healthz"
 
 (
   for _ in $(seq 1 600); do
+    if ! python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$health" 2>/dev/null; then
+      sleep 1
+      continue
+    fi
     ok=$("$kubectl" -n "$namespace" get mysqls.otus.homework "$name" \
       -o jsonpath='{.status.conditions[?(@.type=="Successful")].status}' 2>/dev/null || true)
     if [ "$ok" = "True" ] &&
