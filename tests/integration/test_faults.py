@@ -308,8 +308,8 @@ def converge(cluster: harness.Cluster, ns: str, operator: harness.Operator, name
 
 
 def assert_one_of_each(cluster: harness.Cluster, ns: str, name: str) -> None:
-    """Exactly one Deployment, Service pair, data and backup claim, data volume and
-    credentials Secret of the object; no temporary Secret; no Job of it still running; no
+    """Exactly one Deployment, Service pair, data and backup claim, data volume, credentials
+    and health Secret of the object; no temporary Secret; no Job of it still running; no
     partial dump on its backup volume."""
     def named(kind: str, *args: str) -> list[dict[str, Any]]:
         return [i for i in cluster.get(*args, kind)["items"] if i["metadata"]["name"].startswith(f"{name}-")
@@ -321,7 +321,7 @@ def assert_one_of_each(cluster: harness.Cluster, ns: str, name: str) -> None:
     assert names(named("deployments", "-n", ns)) == [name]
     assert names(named("services", "-n", ns)) == [name, f"{name}-direct"]
     assert names(named("persistentvolumeclaims", "-n", ns)) == [f"{name}-backup", f"{name}-data"]
-    assert names(named("secrets", "-n", ns)) == [f"{name}-credentials"]
+    assert names(named("secrets", "-n", ns)) == [f"{name}-credentials", f"{name}-health"]
     running = [j["metadata"]["name"] for j in named("jobs", "-n", ns) if j.get("status", {}).get("active")]
     assert running == [], f"Jobs of {name} still running after it converged: {running}"
     data = [v["metadata"]["name"] for v in cluster.get("pv")["items"]
