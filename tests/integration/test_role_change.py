@@ -77,10 +77,9 @@ def changed_copy(target: Path) -> Path:
     template = role / "templates" / "deployment.yaml.j2"
     _edit(template, "labels: {{ mysql_labels | to_json }}",
           "labels: {{ mysql_labels | combine(mysql_deployment_labels) | to_json }}")
-    _edit(template, "labels: {{ mysql_pod_labels | to_json }}",
+    _edit(template, "labels: {{ raw.podLabels | default({}, true) | combine(mysql_pod_labels) | to_json }}",
           "labels: {{ mysql_pod_labels | combine(mysql_deployment_labels) | to_json }}")
-    _edit(template, "          imagePullPolicy: {{ mysql_image_pull_policy | to_json }}\n",
-          "          imagePullPolicy: {{ mysql_image_pull_policy | to_json }}\n"
+    _edit(template, "          resources: {{ raw.resources | default(mysql_default_resources, true) | to_json }}\n",
           "          resources: {{ mysql_resources | to_json }}\n")
     return target / "watches.yaml"
 

@@ -58,7 +58,8 @@ ansible_logger = logging.getLogger('ansible_kopf.ansible')  # the streamed task 
 CLUSTER_SCOPE: Final = '_cluster'  # the "namespace" directory of cluster-scoped objects
 # operator_sdk.util as this operator provides it (k8s_status, requeue_after, osdk_metric):
 # after the user's collections, so an installed operator_sdk.util comes first
-OWN_COLLECTIONS: Final = pathlib.Path(__file__).resolve().parent.parent / 'collections'
+# operator/collections, beside the package (this file is operator/ansible_kopf/run/runner.py)
+OWN_COLLECTIONS: Final = pathlib.Path(__file__).resolve().parents[2] / 'collections'
 DEFAULT_COLLECTIONS_PATH: Final = '~/.ansible/collections:/usr/share/ansible/collections'
 
 

@@ -225,3 +225,9 @@ def test_cancelled_run_stops_ansible_and_removes_the_variables(tree: pathlib.Pat
         pool = settings.launcher.pool
         assert pool.pids
         assert runs.eventually(lambda: all(runs.children(pid) == [] for pid in pool.pids), 30)
+
+
+def test_the_operators_own_collections_are_found() -> None:
+    """operator_sdk.util, which SDK roles call by name, is in the collections path runs get."""
+    assert (runner.OWN_COLLECTIONS / 'ansible_collections' / 'operator_sdk' / 'util' / 'plugins' / 'modules'
+            / 'k8s_status.py').is_file(), runner.OWN_COLLECTIONS
