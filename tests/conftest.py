@@ -64,6 +64,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["figures"] = dict(figures.FIGURES)
+        output["measured"] = list(figures.MEASURED)
         output["api_warnings"] = api_warnings.export()
     elif api_warnings.RECORD and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -72,6 +73,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """In the xdist controller: a worker finished; add its figures and API warnings."""
     figures.FIGURES.update(getattr(node, "workeroutput", {}).get("figures", {}))
+    figures.MEASURED.extend(getattr(node, "workeroutput", {}).get("measured", []))
     api_warnings.merge(getattr(node, "workeroutput", {}).get("api_warnings", []))
 
 
@@ -98,6 +100,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
                                         "the session fails", red=True)
         for line in warned:
             terminalreporter.write_line(f"  {line}")
+    for measured in figures.MEASURED:
+        terminalreporter.write_line(measured)
     if figures.line():
         terminalreporter.write_line(figures.line())
     if not SPANS:

@@ -1,5 +1,6 @@
-"""The suite's figures (issues 15, 12): what the fault, bad-input, leak-scan and backup tests
-survived and checked in this run, summed here and printed by tests/conftest.py as the run's last line."""
+"""The suite's figures: what the fault, bad-input, leak-scan and backup tests survived and
+checked in this run, summed here and printed by tests/conftest.py as the run's last line; and
+lines of figures a test measured (the availability test's outages), printed before it."""
 
 from __future__ import annotations
 
@@ -21,12 +22,18 @@ ORDER = (
     "scheduled dumps killed",
 )
 FIGURES: Counter[str] = Counter()
+MEASURED: list[str] = []  # one line per measurement, as the test worded it
 
 
 def add(name: str, count: int = 1) -> None:
     if name not in ORDER:
         raise KeyError(f"not a suite figure: {name!r} (one of {ORDER})")
     FIGURES[name] += count
+
+
+def measured(text: str) -> None:
+    """A line of figures a test measured (printed in the run's summary, passed or not)."""
+    MEASURED.append(text)
 
 
 def line() -> str:

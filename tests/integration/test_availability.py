@@ -365,7 +365,9 @@ def test_writes_are_acknowledged_and_kept_and_the_server_stays_up_through_day_2_
     each("stop_writer")
 
     for instance in instances.values():
-        print(instance.figures())
+        measured = instance.figures()
+        print(measured)
+        figures.measured(measured)
         failed = [a for a in instance.attempts() if not a.ok]
         for attempt in failed[:MAX_SHOWN]:
             print(f"  {instance.name} failed write {attempt.seq} at {attempt.at_ms}: {attempt.reason}")
