@@ -50,6 +50,11 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
               "pod-security.kubernetes.io/warn": "restricted"}
 # User agents of the cluster's own components, whose writes are not an operator's.
 SYSTEM_AGENTS = ("kubelet/", "kube-controller-manager/", "kube-scheduler/", "kube-apiserver/")
+# What kubectl says when its request never reached the API server: the fault test freezes the
+# shared cluster's API server (SIGSTOP, 30 s) while other workers run, so a test's kubectl
+# call tries again, as a user would, for up to UNREACHABLE_FOR seconds.
+UNREACHABLE = re.compile(r"Unable to connect to the server|TLS handshake timeout|connect: connection refused")
+UNREACHABLE_FOR = 120.0
 
 
 def now_utc() -> datetime.datetime:
@@ -101,10 +106,16 @@ class Cluster:
 
     def kubectl(self, *args: str, check: bool = True, stdin: str | None = None,
                 timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args],
-            input=stdin, capture_output=True, text=True, timeout=timeout,
-        )
+        give_up = time.monotonic() + UNREACHABLE_FOR
+        while True:
+            done = subprocess.run(
+                [self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args],
+                input=stdin, capture_output=True, text=True, timeout=timeout,
+            )
+            if done.returncode == 0 or not UNREACHABLE.search(done.stderr) or time.monotonic() > give_up:
+                break
+            print("  the API server did not answer a kubectl call; trying again", flush=True)
+            time.sleep(2)
         api_warnings.from_kubectl(args, done.stderr)  # they fail the session (tests/api_warnings.py)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
