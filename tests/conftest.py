@@ -37,10 +37,11 @@ REPO = Path(__file__).resolve().parent.parent
 LOCK = Path(tempfile.gettempdir()) / "mysql-operator-cluster-up.lock"  # one worker brings it up
 
 
-# The longest modules of make test, longest first (16, 13, 12, 5 and 2.5 minutes of one of two
-# workers on 2026-11-26): the order they are handed out in.
+# The longest modules of make test, longest first (measured on one of two workers): the
+# order they are handed out in.
 SLOWEST_FIRST = ("tests/integration/test_operator.py", "tests/integration/test_faults.py",
-                 "tests/integration/test_backups.py", "tests/integration/test_molecule.py",
+                 "tests/integration/test_backups.py", "tests/integration/test_settings.py",
+                 "tests/integration/test_molecule.py",
                  "tests/integration/test_bad_input.py", "tests/integration/test_availability.py")
 
 

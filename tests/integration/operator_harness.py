@@ -259,6 +259,30 @@ def mysql_object(name: str, namespace: str, **spec: Any) -> str:
     return json.dumps(body)
 
 
+def seed_pod(cluster: harness.Cluster, ns: str, name: str) -> str:
+    """The seed walkthrough's `kubectl get pods -l app=<name> -o jsonpath=...`, verbatim."""
+    pods = cluster.kubectl("-n", ns, "get", "pods", "-l", f"app={name}",
+                           "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+    assert len(pods) == 1, pods
+    return pods[0]
+
+
+def server_pod(cluster: harness.Cluster, ns: str, name: str) -> tuple[str, int]:
+    """The uid of the instance's one server pod and its container's restart count."""
+    pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "mysql")
+    return pod["metadata"]["uid"], status["restartCount"]
+
+
+SEED_PASSWORD = "otuspassword"  # the seed walkthrough's, as in mysql_object
+
+
+def seed_exec(cluster: harness.Cluster, ns: str, pod: str, sql: str, password: str = SEED_PASSWORD) -> str:
+    """The seed walkthrough's `kubectl exec $MYSQLPOD -- mysql -p<password> -e "<sql>" otus-database`."""
+    return cluster.kubectl("-n", ns, "exec", pod, "--", "mysql", f"-p{password}", "-e", sql,
+                           "otus-database").stdout
+
+
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     for cond in obj.get("status", {}).get("conditions", []):
         if cond.get("type") == kind:

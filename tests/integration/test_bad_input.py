@@ -78,6 +78,8 @@ REF = "passwordSecretRef"
 ONE_PASSWORD = "exactly one of spec.password and spec.passwordSecretRef must be set"
 ESCAPED_DATABASE = "spec.database must be at most 64 characters with each '_' counted twice"
 RESERVED_DATABASE = "spec.database cannot be mysql, sys, information_schema, performance_schema or mysql_operator"
+CONFIG_NAMES = "spec.config keys must be server option names"
+CONFIG_MANAGED = "spec.config cannot set the options the operator manages or that run code or SQL"
 FIXED_CLASS = "spec.storage_class cannot be set, changed or removed after creation"
 FIXED_BACKUP = "spec (instance, file, job, image, database, verify) is fixed once set"
 FIXED_RESTORE = "spec (instance, backup) is fixed once set"
@@ -141,6 +143,14 @@ REFUSED = [
     Case("keep-word", {"backup": {"keep": "all"}}, field="spec.backup.keep"),
     Case("schedule-words", {"backup": {"schedule": "every day"}}, field="spec.backup.schedule"),
     Case("schedule-traps", {"backup": {"schedule": traps("cron")}}, field="spec.backup.schedule"),
+    # server options: values of letters, digits and a few separators, never quotes or spaces
+    Case("config-traps", {"config": {"sql_mode": traps("config")}}, field="spec.config.sql_mode"),
+    Case("config-quote", {"config": {"sql_mode": "ANSI'; DROP TABLE x; --"}}, field="spec.config.sql_mode"),
+    Case("config-newline", {"config": {"max_connections": "10\n[mysqld]\ninit-file=/tmp/x"}},
+         field="spec.config.max_connections"),
+    Case("config-bool", {"config": {"general_log": True}}, field="spec.config.general_log"),
+    Case("config-list", {"config": ["max_connections=10"]}, field="spec.config"),
+    Case("config-many", {"config": {f"option_{i}": "1" for i in range(65)}}, field="spec.config"),
     Case("restore-from-upper", {"restore_from": "Latest_Backup"}, field="spec.restore_from"),
     Case("restore-from-traps", {"restore_from": traps("from")}, field="spec.restore_from"),
 ]
@@ -169,6 +179,14 @@ ACCEPTED = [
     Case("schedule-out-of-range", {"backup": {"schedule": "61 * * * *"}}, field="spec.backup.schedule",
          accepted=True, fails=True),
     Case("schedule-never", {"backup": {"schedule": "0 0 30 feb *"}}, field="spec.backup.schedule",
+         accepted=True, fails=True),
+    Case("config-managed", {"config": {"port": 3307}}, field="spec.config", accepted=True, fails=True,
+         cel_message=CONFIG_MANAGED),
+    Case("config-init-file", {"config": {"loose-init-file": "/tmp/x.sql"}}, field="spec.config",
+         accepted=True, fails=True, cel_message=CONFIG_MANAGED),
+    Case("config-name", {"config": {"Max Connections": 10}}, field="spec.config",
+         accepted=True, fails=True, cel_message=CONFIG_NAMES),
+    Case("config-live-kind", {"config": {"max_connections": "many"}}, field="spec.config.max_connections",
          accepted=True, fails=True),
     Case("restore-from-missing", {"restore_from": "no-such-backup"}, field="spec.restore_from",
          accepted=True, fails=True),

@@ -48,29 +48,7 @@ def restart_and_wait_for_run(cluster: harness.Cluster, operator: harness.Operato
     return runs()[0]
 
 
-def seed_pod(cluster: harness.Cluster, ns: str, name: str) -> str:
-    """The seed walkthrough's `kubectl get pods -l app=<name> -o jsonpath=...`, verbatim."""
-    pods = cluster.kubectl("-n", ns, "get", "pods", "-l", f"app={name}",
-                           "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
-    assert len(pods) == 1, pods
-    return pods[0]
-
-
-def server_pod(cluster: harness.Cluster, ns: str, name: str) -> tuple[str, int]:
-    """The uid of the instance's one server pod and its container's restart count."""
-    pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
-    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "mysql")
-    return pod["metadata"]["uid"], status["restartCount"]
-
-
-SEED_PASSWORD = "otuspassword"  # the seed walkthrough's, as in oh.mysql_object
 PERIOD_ANNOTATION = "ansible.sdk.operatorframework.io/reconcile-period"  # the SDK's, per object
-
-
-def seed_exec(cluster: harness.Cluster, ns: str, pod: str, sql: str, password: str = SEED_PASSWORD) -> str:
-    """The seed walkthrough's `kubectl exec $MYSQLPOD -- mysql -p<password> -e "<sql>" otus-database`."""
-    return cluster.kubectl("-n", ns, "exec", pod, "--", "mysql", f"-p{password}", "-e", sql,
-                           "otus-database").stdout
 
 
 @pytest.fixture
@@ -116,9 +94,9 @@ def test_rows_survive_delete_and_recreate(cluster: harness.Cluster, op_namespace
 
         rows = [f"row-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
         values = ", ".join(f"({i}, '{v}')" for i, v in enumerate(rows))
-        pod = seed_pod(cluster, ns, name)
-        seed_exec(cluster, ns, pod, "CREATE TABLE test (id INT PRIMARY KEY, name VARCHAR(64));")
-        seed_exec(cluster, ns, pod, f"INSERT INTO test VALUES {values};")
+        pod = oh.seed_pod(cluster, ns, name)
+        oh.seed_exec(cluster, ns, pod, "CREATE TABLE test (id INT PRIMARY KEY, name VARCHAR(64));")
+        oh.seed_exec(cluster, ns, pod, f"INSERT INTO test VALUES {values};")
 
         cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
         backup = cluster.get("-n", ns, "job", f"{name}-backup")
@@ -139,7 +117,7 @@ def test_rows_survive_delete_and_recreate(cluster: harness.Cluster, op_namespace
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT id, name FROM test ORDER BY id;",
                          secret=f"{name}-credentials", image=server.image)
         assert [line.split("\t") for line in out.strip().splitlines()] == [[str(i), v] for i, v in enumerate(rows)]
-        printed = seed_exec(cluster, ns, seed_pod(cluster, ns, name), "select * from test;")
+        printed = oh.seed_exec(cluster, ns, oh.seed_pod(cluster, ns, name), "select * from test;")
         assert [line.split("\t") for line in printed.strip().splitlines()] == [
             ["id", "name"], *([str(i), v] for i, v in enumerate(rows))], printed
         jobs = {j["metadata"]["name"]: j["status"].get("succeeded") for j in cluster.get("-n", ns, "jobs")["items"]}
@@ -189,8 +167,8 @@ def test_template_and_shell_syntax_is_stored_literally(cluster: harness.Cluster,
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
                          user="app", image=server.image)
         assert out.strip().startswith("app@"), out
-        pod = seed_pod(cluster, ns, name)
-        assert seed_exec(cluster, ns, pod, "SELECT CURRENT_USER();", password=password).split() == [
+        pod = oh.seed_pod(cluster, ns, name)
+        assert oh.seed_exec(cluster, ns, pod, "SELECT CURRENT_USER();", password=password).split() == [
             "CURRENT_USER()", "root@localhost"]
         empty = cluster.kubectl("-n", ns, "exec", pod, "--", "mysql", "-uroot", "--password=", "-e", "SELECT 1",
                                 check=False)
@@ -251,7 +229,7 @@ def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator
         oh.wait_ready(cluster, ns, name)
         cluster.kubectl("-n", ns, "create", "secret", "generic", old_login, "--from-literal=password=previous-pw-1")
         oh.sql_job(cluster, ns, host, "otus-database", "SELECT 1;", secret=old_login, image=server.image)
-        before = server_pod(cluster, ns, name)
+        before = oh.server_pod(cluster, ns, name)
 
         cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p", '{"spec": {"password": "new-pass\'word"}}')
         oh.wait_successful(cluster, ns, name, operator)
@@ -259,7 +237,7 @@ def test_password_rotation(cluster: harness.Cluster, op_namespace: str, operator
         # The password changed inside the running server: the same pod, never restarted, Ready
         # (its probe logs in with the health account, and as root with its copy of the Secret).
         oh.wait_ready(cluster, ns, name)
-        assert server_pod(cluster, ns, name) == before
+        assert oh.server_pod(cluster, ns, name) == before
         cluster.wait_for(lambda: oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted",
                          timeout=120, what="the Ready condition to follow the Deployment", interval=2)
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
@@ -302,14 +280,14 @@ def test_password_rotation_through_the_referenced_secret(cluster: harness.Cluste
 
         new = base64.b64encode(b"second pass'word").decode()
         generation = cluster.get("-n", ns, "deployment", name)["metadata"]["generation"]
-        before = server_pod(cluster, ns, name)
+        before = oh.server_pod(cluster, ns, name)
         cluster.kubectl("-n", ns, "patch", "secret", ref, "--type=merge", "-p", json.dumps({"data": {"password": new}}))
         cluster.wait_for(lambda: _secret_value(cluster, ns, f"{name}-credentials") == "second pass'word",
                          timeout=240, what="the periodic reconcile to rotate the password", interval=3)
         # rotated inside the running server: no new pod template, the same pod, Ready
         oh.wait_ready(cluster, ns, name)
         assert cluster.get("-n", ns, "deployment", name)["metadata"]["generation"] == generation
-        assert server_pod(cluster, ns, name) == before
+        assert oh.server_pod(cluster, ns, name) == before
         out = oh.sql_job(cluster, ns, host, "otus-database", "SELECT CURRENT_USER();", secret=f"{name}-credentials",
                          image=server.image, wait_for_server=True)
         assert out.strip().startswith("root@")
@@ -479,8 +457,8 @@ def test_a_server_that_rejects_the_credentials_is_reported_not_ready(
     cluster.apply(oh.mysql_object(name, ns, image=server.image))
     created = oh.wait_successful(cluster, ns, name, operator)
     assert (oh.condition(created, "Ready") or {}).get("status") == "True", created["status"]
-    pod = seed_pod(cluster, ns, name)
-    seed_exec(cluster, ns, pod, "ALTER USER 'root'@'%' IDENTIFIED BY 'behind-the-back';"
+    pod = oh.seed_pod(cluster, ns, name)
+    oh.seed_exec(cluster, ns, pod, "ALTER USER 'root'@'%' IDENTIFIED BY 'behind-the-back';"
                                 " ALTER USER 'root'@'localhost' IDENTIFIED BY 'behind-the-back';")
     cluster.wait_for(lambda: not cluster.get("-n", ns, "deployment", name)["status"].get("readyReplicas"),
                      timeout=120, what="the server's pod to become not ready")
@@ -496,7 +474,7 @@ def test_a_server_that_rejects_the_credentials_is_reported_not_ready(
     printed = cluster.kubectl("-n", ns, "get", "ms", name, "-o", "wide").stdout
     assert "CredentialsRejected" in printed, printed
 
-    seed_exec(cluster, ns, pod, "ALTER USER 'root'@'%' IDENTIFIED BY 'otuspassword';"
+    oh.seed_exec(cluster, ns, pod, "ALTER USER 'root'@'%' IDENTIFIED BY 'otuspassword';"
                                 " ALTER USER 'root'@'localhost' IDENTIFIED BY 'otuspassword';",
               password="behind-the-back")
     oh.wait_ready(cluster, ns, name)
@@ -517,7 +495,7 @@ def test_an_object_of_the_previous_release_keeps_reconciling(
     cluster.apply(oh.mysql_object(name, ns))
     oh.wait_successful(cluster, ns, name, operator)
     oh.wait_ready(cluster, ns, name)
-    seed_exec(cluster, ns, seed_pod(cluster, ns, name),
+    oh.seed_exec(cluster, ns, oh.seed_pod(cluster, ns, name),
               "CREATE TABLE kept (id INT PRIMARY KEY); INSERT INTO kept VALUES (7);")
 
     # What the previous release applied.
@@ -546,129 +524,8 @@ def test_an_object_of_the_previous_release_keeps_reconciling(
     assert deployment["spec"]["selector"] == selector
     assert deployment["spec"]["template"]["metadata"]["labels"]["app"] == name
     assert "bootstrap-password" in cluster.get("-n", ns, "secret", f"{name}-credentials")["data"]
-    printed = seed_exec(cluster, ns, seed_pod(cluster, ns, name), "SELECT id FROM kept;")
+    printed = oh.seed_exec(cluster, ns, oh.seed_pod(cluster, ns, name), "SELECT id FROM kept;")
     assert printed.split() == ["id", "7"], printed
-
-
-@pytest.mark.usefixtures("explain")
-def test_production_settings_reach_the_running_instance(
-        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
-    """Each production setting of the spec is in effect: resources, tolerations, priority
-    class, pod labels and annotations in the server's pod; a NodePort Service with its
-    annotation that answers on the node's address; a node selector no node matches leaves
-    the new pod Pending and the Ready condition says why (Unschedulable, the scheduler's
-    words); removed again, the instance is Ready."""
-    priority = f"mysql-test-{op_namespace}"
-    cluster.apply(json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                              "metadata": {"name": priority}, "value": 1000,
-                              "description": "test_production_settings_reach_the_running_instance"}))
-    node = cluster.get("nodes")["items"][0]
-    address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
-
-    def one(server: oh.Server) -> None:
-        ns, name = op_namespace, server.name("settings")
-        settings = {
-            "resources": {"requests": {"cpu": "150m", "memory": "300Mi"}, "limits": {"memory": "1Gi"}},
-            "tolerations": [{"key": "example.com/dedicated", "operator": "Equal", "value": "db",
-                             "effect": "NoSchedule"}],
-            "priorityClassName": priority,
-            "podLabels": {"team": "payments", "example.com/tier": "db"},
-            "podAnnotations": {"example.com/note": "settings test"},
-            "service": {"type": "NodePort", "annotations": {"example.com/load-balancer": "internal"}},
-        }
-        cluster.apply(oh.mysql_object(name, ns, image=server.image, **settings))
-        oh.wait_successful(cluster, ns, name, operator)
-        oh.wait_ready(cluster, ns, name)
-        pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
-        container = pod["spec"]["containers"][0]
-        assert container["resources"] == settings["resources"], container["resources"]
-        assert {"key": "example.com/dedicated", "operator": "Equal", "value": "db",
-                "effect": "NoSchedule"} in pod["spec"]["tolerations"], pod["spec"]["tolerations"]
-        assert pod["spec"]["priorityClassName"] == priority and pod["spec"]["priority"] == 1000
-        labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
-        assert labels["team"] == "payments" and labels["example.com/tier"] == "db", labels
-        assert labels["app"] == name, labels  # the walkthrough's label stays the operator's
-        assert annotations["example.com/note"] == "settings test", annotations
-        service = cluster.get("-n", ns, "service", name)
-        assert service["spec"]["type"] == "NodePort", service["spec"]
-        assert service["metadata"]["annotations"]["example.com/load-balancer"] == "internal"
-        node_port = service["spec"]["ports"][0]["nodePort"]
-        out = oh.sql_job(cluster, ns, address, "otus-database", "SELECT CURRENT_USER();",
-                         secret=f"{name}-credentials", image=server.image, port=node_port,
-                         wait_for_server=True)
-        assert out.strip().startswith("root@"), out
-
-        # a node selector no node matches: the new pod stays Pending, and the object says why
-        cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
-                        json.dumps({"spec": {"nodeSelector": {"example.com/no-such-node": "x"}}}))
-        cluster.wait_for(lambda: oh.ready_condition(cluster, ns, name).get("reason") == "Unschedulable",
-                         timeout=180, what="the Ready condition to say the pod is not scheduled", interval=2)
-        ready = oh.ready_condition(cluster, ns, name)
-        assert ready["status"] == "False" and "node affinity/selector" in ready["message"], ready
-        pending = [p for p in cluster.get("-n", ns, "pods", "-l", f"app={name}")["items"]
-                   if not p["metadata"].get("deletionTimestamp")]
-        assert [p["status"]["phase"] for p in pending] == ["Pending"], pending
-        cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
-                        json.dumps({"spec": {"nodeSelector": None}}))
-        oh.wait_successful(cluster, ns, name, operator)
-        oh.wait_ready(cluster, ns, name)
-        cluster.wait_for(lambda: oh.ready_condition(cluster, ns, name).get("reason") == "LoginAccepted",
-                         timeout=120, what="the Ready condition to follow the Deployment", interval=2)
-        cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
-
-    try:
-        oh.for_each_server(one)
-    finally:
-        cluster.kubectl("delete", "priorityclass", priority, "--ignore-not-found")
-
-
-def scraped(text: str, metric: str) -> float | None:
-    """The value of an unlabelled sample in a Prometheus text exposition."""
-    for line in text.splitlines():
-        if line.startswith(metric + " "):
-            return float(line.split()[-1])
-    return None
-
-
-@pytest.mark.usefixtures("explain")
-def test_metrics_sidecar_serves_the_servers_metrics(
-        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
-    """spec.metrics.enabled: a mysqld-exporter sidecar logs in with the health account; the
-    Service has a port named metrics and the label a ServiceMonitor selects; a scrape through
-    it says mysql_up 1, and the server's query counter rises with the queries a client runs."""
-
-    def one(server: oh.Server) -> None:
-        ns, name = op_namespace, server.name("metrics")
-        cluster.apply(oh.mysql_object(name, ns, image=server.image, metrics={"enabled": True}))
-        oh.wait_successful(cluster, ns, name, operator)
-        oh.wait_ready(cluster, ns, name)
-        service = cluster.get("-n", ns, "service", name)
-        assert service["metadata"]["labels"].get("otus.homework/metrics") == "true", service["metadata"]
-        assert {"name": "metrics", "port": 9104} in [{"name": p["name"], "port": p["port"]}
-                                                     for p in service["spec"]["ports"]], service["spec"]
-
-        def scrape() -> str:
-            return cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/services/{name}:metrics/proxy/metrics").stdout
-
-        first: dict[str, float | None] = {}
-
-        def up() -> bool:
-            text = scrape()
-            first.update(up=scraped(text, "mysql_up"), queries=scraped(text, "mysql_global_status_queries"))
-            return first["up"] == 1.0
-
-        cluster.wait_for(up, timeout=120, what="the exporter's scrape to say mysql_up 1", interval=3)
-        assert first["queries"] is not None, scrape()[:3000]
-        oh.sql_job(cluster, ns, f"{name}.{ns}.svc.cluster.local", "otus-database",
-                   " ".join(f"SELECT {i};" for i in range(50)), secret=f"{name}-credentials", image=server.image)
-        later = scraped(scrape(), "mysql_global_status_queries")
-        assert later is not None and later >= first["queries"] + 50, (first, later)
-        pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
-        assert sorted(c["name"] for c in pod["spec"]["containers"]) == ["metrics", "mysql"]
-        assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"]), pod["status"]
-        cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
-
-    oh.for_each_server(one)
 
 
 def test_no_secret_appears_outside_its_secrets(cluster: harness.Cluster, op_namespace: str,
