@@ -12,8 +12,10 @@ is refused tries the others, newest first. Meanwhile, with steady writing betwee
    itself a rotation), then that Secret's password edited and a run started by a hand edit
    of a field the role wrote on the Service <name> (a label: the dependent watch ignores
    fields no run wrote, such as a new annotation), until <name>-credentials holds it;
-3. an on-demand MySQLBackup, until Complete and Verified;
-4. the operator SIGKILLed and started again, its resumed runs, then ~10 s of nothing.
+3. a change of server options a running server takes (spec.config max_connections and
+   long_query_time), until the new generation is Successful and the server has them;
+4. an on-demand MySQLBackup, until Complete and Verified;
+5. the operator SIGKILLed and started again, its resumed runs, then ~10 s of nothing.
 Then: every acknowledged row is in the table (no acknowledged write lost), no Secret value
 appears outside its Secret, and the server pod is the one it was at the start, never
 restarted; all three are checked before the test fails on any.
@@ -270,6 +272,16 @@ class Instance:
         assert labels.get(TOUCHED_LABEL) == "mysql-operator", labels
         self.operation("rotation-by-secret", start)
 
+    def change_config(self) -> None:
+        start = now_ms()
+        generation = self.patch_spec({"config": {"max_connections": 210, "long_query_time": "2.5"}})
+        oh.wait_successful(self.cluster, self.ns, self.name, self.operator, generation=generation)
+        out = oh.sql_job(self.cluster, self.ns, self.name, DATABASE,
+                         "SELECT @@GLOBAL.max_connections, @@GLOBAL.long_query_time;",
+                         secret=f"{self.name}-credentials", image=self.server.image)
+        assert out.split() == ["210", "2.500000"], out
+        self.operation("config-live", start)
+
     def back_up(self) -> None:
         start = now_ms()
         backup = f"{self.name}-now"
@@ -358,7 +370,7 @@ def test_writes_are_acknowledged_and_kept_and_the_server_stays_up_through_day_2_
         print(f"{step.replace('_', ' ')}", flush=True)
         oh.for_each_server(lambda server: getattr(instances[server.key], step)())
 
-    for step in ("create", "start_writer", "rotate_by_spec", "rotate_by_secret", "back_up"):
+    for step in ("create", "start_writer", "rotate_by_spec", "rotate_by_secret", "change_config", "back_up"):
         each(step)
     print("operator kill", flush=True)
     kill_the_operator(operator, instances)

@@ -4,7 +4,6 @@ running server the options it takes live."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -95,34 +94,40 @@ def test_statements_set_the_live_options_and_reset_the_removed_ones() -> None:
     live = config.config_live({"max-connections": 300, "max_allowed_packet": "64M", "slow_query_log": "true",
                                "long_query_time": "0.25", "sql_mode": "ANSI,STRICT_ALL_TABLES",
                                "performance_schema": "OFF"}, LIVE)
-    assert json.loads(live) == {"max_connections": "300", "max_allowed_packet": "64M", "slow_query_log": "true",
+    assert live == {"max_connections": "300", "max_allowed_packet": "64M", "slow_query_log": "true",
                                 "long_query_time": "0.25", "sql_mode": "ANSI,STRICT_ALL_TABLES"}
-    assert config.config_statements(live, json.dumps({"wait_timeout": "60", "max_connections": "10"}), LIVE) == (
+    assert config.config_statements(live, {"wait_timeout": "60", "max_connections": "10"}, LIVE) == (
         "SET GLOBAL long_query_time = 0.25;\n"
         "SET GLOBAL max_allowed_packet = 67108864;\n"
         "SET GLOBAL max_connections = 300;\n"
         "SET GLOBAL slow_query_log = 'ON';\n"
         "SET GLOBAL sql_mode = 'ANSI,STRICT_ALL_TABLES';\n"
         "SET GLOBAL wait_timeout = DEFAULT;\n")
-    assert config.config_statements("{}", "{}", LIVE) == ""
+    assert config.config_statements({}, "{}", LIVE) == ""
 
 
 def test_the_statements_never_take_a_name_outside_the_table() -> None:
     with pytest.raises(ValueError, match="is not an option name"):
-        config.config_statements("{}", "{}", {"x; DROP TABLE t": "integer"})
+        config.config_statements({}, {}, {"x; DROP TABLE t": "integer"})
 
 
 def test_what_the_server_has_is_the_record_unless_it_restarts_with_the_option_file() -> None:
     keys = {"applied_key": "a/applied", "restart_key": "a/restart"}
     record = {"metadata": {"annotations": {"a/applied": '{"max_connections":"10"}'}}}
     running = {"spec": {"template": {"metadata": {"annotations": {"a/restart": "d1"}}}}}
-    assert config.config_applied(record, running, live='{"max_connections":"20"}', restart="d1", **keys) == (
-        '{"max_connections":"10"}')
+    assert config.config_applied(record, running, live={"max_connections": "20"}, restart="d1", **keys) == {
+        "max_connections": "10"}
     # a restart-only change, a new instance, a pod template from before spec.config: all restart
-    for config_map, deployment in ((record, running), ({}, running), (record, {}),
-                                   (record, {"spec": {"template": {"metadata": {}}}})):
-        restart = "d2" if deployment is running and config_map else "d1"
-        assert config.config_applied(config_map, deployment, live="L", restart=restart, **keys) == "L"
+    live = {"max_connections": "20"}
+    for config_map, deployment, restart in ((record, running, "d2"), ({}, running, "d1"), (record, {}, "d1"),
+                                            (record, {"spec": {"template": {"metadata": {}}}}, "d1")):
+        assert config.config_applied(config_map, deployment, live=live, restart=restart, **keys) == live
+
+
+def test_the_record_is_sorted_json_and_a_broken_one_is_empty() -> None:
+    assert config.config_record({"b": 2, "a": "1"}) == '{"a":"1","b":"2"}'
+    assert config.config_record('{"a": "1"}') == '{"a":"1"}'
+    assert config.config_record("not json") == "{}"
 
 
 def test_the_crd_refuses_what_the_filter_refuses() -> None:

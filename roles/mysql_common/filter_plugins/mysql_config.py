@@ -116,12 +116,22 @@ def config_cnf(config: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def config_live(config: Any, live_options: Any) -> str:
-    """The options of spec.config the operator applies to a running server, as JSON (by
-    canonical name, sorted, values as written): equal texts mean equal settings."""
+def config_live(config: Any, live_options: Any) -> dict[str, str]:
+    """The options of spec.config the operator applies to a running server, by canonical
+    name, with their values as written (text: equal dicts mean equal settings)."""
     table = live_options or {}
-    live = {canonical(k): str(v) for k, v in (config or {}).items() if canonical(k) in table}
-    return json.dumps(live, sort_keys=True, separators=(",", ":"))
+    options = sorted((config or {}).items(), key=lambda kv: str(kv[0]))
+    return {canonical(k): str(v) for k, v in options if canonical(k) in table}
+
+
+def _record(value: Any) -> dict[str, str]:
+    """A record of live options: a dict, or its JSON text as an annotation holds it."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value or "{}")
+        except ValueError:
+            return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def config_restart(config: Any, live_options: Any) -> str:
@@ -132,9 +142,9 @@ def config_restart(config: Any, live_options: Any) -> str:
     return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def config_applied(config_map: Any, deployment: Any, *, live: str, restart: str, applied_key: str,
-                   restart_key: str) -> str:
-    """What the running server has of the live options (`config_live` JSON): the config map's
+def config_applied(config_map: Any, deployment: Any, *, live: Any, restart: str, applied_key: str,
+                   restart_key: str) -> dict[str, str]:
+    """What the running server has of the live options (as `config_live`): the config map's
     record, unless the server starts with this run's option file and reads them there (no
     config map yet, no Deployment yet, or a pod template with another restart digest, which
     this run replaces and so restarts the server)."""
@@ -142,16 +152,21 @@ def config_applied(config_map: Any, deployment: Any, *, live: str, restart: str,
     template = (((deployment or {}).get("spec") or {}).get("template") or {})
     pod_annotations = (template.get("metadata") or {}).get("annotations") or {}
     if not config_map or pod_annotations.get(restart_key) != restart:
-        return live
-    return str(annotations.get(applied_key, "{}"))
+        return _record(live)
+    return _record(annotations.get(applied_key, "{}"))
+
+
+def config_record(live: Any) -> str:
+    """The config map's annotation text of a record of live options: sorted JSON."""
+    return json.dumps(_record(live), sort_keys=True, separators=(",", ":"))
 
 
 def config_statements(live: Any, applied: Any, live_options: Any) -> str:
     """SET GLOBAL statements taking a running server from the live options ``applied`` to
-    ``live`` (both `config_live` JSON): each option of ``live`` set to its value, each one
+    ``live`` (both as `config_live`): each option of ``live`` set to its value, each one
     only in ``applied`` back to the server's default. Names come from the table."""
     table = live_options or {}
-    wanted, had = json.loads(live or "{}"), json.loads(applied or "{}")
+    wanted, had = _record(live), _record(applied)
     statements = []
     for name in sorted(table):
         if not _IDENTIFIER.match(name) or table[name] not in _KINDS:
@@ -177,5 +192,6 @@ class FilterModule:
             "mysql_config_live": config_live,
             "mysql_config_restart": config_restart,
             "mysql_config_applied": config_applied,
+            "mysql_config_record": config_record,
             "mysql_config_statements": config_statements,
         }
