@@ -29,6 +29,7 @@ import pathlib
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,6 +42,7 @@ import yaml
 from ansible_kopf.sdk import durations
 from bench import harness, png
 from bench.baselines import common
+from tests import availability
 from tests.harness import REPO, AuditLog, Cluster, Operator, describe, now_utc
 
 OUT = harness.BENCH / 'out'
@@ -497,6 +499,14 @@ def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) ->
         row('idle, stand-in role + real run per period: CPU per object per minute',
             lambda r: cps(r['idle_many']['idle']['cpu_s_per_object_min']
                           + r['idle']['periodic']['cpu_s_per_run'] * 60 / r['idle']['period_s']))
+    if any('availability' in r for r in results.values()):
+        def outages(r: dict[str, Any]) -> str:
+            def one(label: str, f: dict[str, Any]) -> str:
+                ops = ', '.join(f"{op} {s:.1f} s" for op, s in f['outage_s'].items())
+                image = label.partition(' ')[0]
+                return f"{image}: {ops} ({f['failed']}/{f['writes']} writes failed)"
+            return '; '.join(one(label, f) for label, f in r['availability']['images'].items())
+        row('availability: longest outage of a writing client per operation', outages)
     if any('soak' in r for r in results.values()):
         def soak(r: dict[str, Any]) -> str:
             samples = r['soak']['samples']
@@ -529,6 +539,27 @@ def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) ->
     return '\n'.join(lines + notes)
 
 
+def availability_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
+                          created: list[str]) -> dict[str, Any]:
+    """What an application writing to the database sees during day-2 operations: the
+    availability test (tests/integration/test_availability.py, both server images, its own
+    namespace and operator, which it removes) run as it is in ``make test``, its figures
+    lines read back: each operation's longest run of failed writes, writes and failed ones.
+    The local cluster is the test's own (no KUBECONFIG); another cluster is passed on."""
+    env = dict(os.environ)
+    if env.get('KUBECONFIG') == str(harness.LOCAL_KUBECONFIG):
+        env.pop('KUBECONFIG')
+    done = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-q', '-s',
+                           'tests/integration/test_availability.py'],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
+                          check=False)
+    figures = availability.read_figures(done.stdout)
+    if done.returncode != 0 or not figures:
+        raise RuntimeError(f"the availability test failed ({done.returncode}):\n"
+                           f"{done.stdout[-3000:]}")
+    return {'images': figures, 'passed': True}
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument('--designs', default=','.join(LABELS),
@@ -541,10 +572,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument('--real', action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument('--trials-real', type=int, default=3)
     parser.add_argument('--keep', action='store_true', help='keep namespaces and volumes')
-    parser.add_argument('--scenarios', default='latency,unchanged,real,idle',
+    parser.add_argument('--scenarios', default='latency,unchanged,real,idle,availability',
                         help='comma-separated, of: latency, unchanged, real, idle (ours only: '
-                             'idle CPU per object, drift repair), soak (memory over '
-                             'thousands of runs; ours only, not in the default)')
+                             'idle CPU per object, drift repair), availability (ours only: '
+                             'longest outage of a writing client per day-2 operation, the '
+                             'availability test\'s figures), soak (memory over thousands of '
+                             'runs; ours only, not in the default)')
     parser.add_argument('--idle-objects', type=int, default=20,
                         help='real instances for idle CPU and drift repair')
     parser.add_argument('--idle-many', type=int, default=500,
@@ -557,7 +590,8 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     args.designs = args.designs.split(',')
     args.scenarios = args.scenarios.split(',')
-    if unknown := set(args.scenarios) - {'latency', 'unchanged', 'real', 'idle', 'soak'}:
+    if unknown := set(args.scenarios) - {'latency', 'unchanged', 'real', 'idle', 'soak',
+                                         'availability'}:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     if unknown := set(args.designs) - set(LABELS):
         parser.error(f"unknown designs: {', '.join(sorted(unknown))}")
@@ -579,6 +613,8 @@ def measure(cluster: Cluster, design: str, args: argparse.Namespace,
         scenarios.append(('idle', idle_scenario))
         if args.idle_many:
             scenarios.append(('idle_many', idle_many_scenario))
+    if 'availability' in args.scenarios and design == 'ours':
+        scenarios.append(('availability', availability_scenario))
     result: dict[str, Any] = {}
     for key, scenario in scenarios:
         try:

@@ -20,6 +20,8 @@ from ansible_kopf.run import summary
 from tests.harness import REPO, Cluster, Operator, Resource
 
 BENCH = REPO / 'bench'
+# the local cluster's (cluster/cluster.sh), which bench/run.sh uses when KUBECONFIG is unset
+LOCAL_KUBECONFIG = pathlib.Path('/var/lib/otus-cluster/kubeconfig')
 GROUP, VERSION, PLURAL = 'bench.otus.test', 'v1', 'mysqls'
 MYSQL = Resource(GROUP, VERSION, PLURAL)
 OWNER_LABEL = 'bench.otus.test/owner=bench'

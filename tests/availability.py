@@ -95,3 +95,24 @@ def steady(attempts: Sequence[Attempt], since_ms: int, count: int) -> bool:
         if run >= count:
             return True
     return False
+
+
+_FIGURES = re.compile(r"^availability (?P<label>.+?): (?P<outages>.*) \(longest run of failed writes within"
+                      r" each operation's window; (?P<writes>\d+) writes, (?P<failed>\d+) failed\)$")
+
+
+def read_figures(output: str) -> dict[str, dict[str, object]]:
+    """The figures lines (`figures_line`) in a test run's output, by label: each operation's
+    longest outage in seconds, and the writes and failed writes (the bench reads them)."""
+    found: dict[str, dict[str, object]] = {}
+    for line in output.splitlines():
+        match = _FIGURES.match(line.strip())
+        if match is None:
+            continue
+        outages = {}
+        for part in match["outages"].split(", "):
+            name, _, seconds = part.rpartition(" ")[0].rpartition(" ")
+            outages[name] = float(seconds)
+        found[match["label"]] = {"outage_s": outages, "writes": int(match["writes"]),
+                                 "failed": int(match["failed"])}
+    return found

@@ -69,3 +69,13 @@ def test_writing_is_steady_after_enough_acknowledged_writes_in_a_row() -> None:
     assert availability.steady(marks, 0, 3)
     assert not availability.steady(marks, 0, 4)
     assert not availability.steady(marks, 400, 3)  # only 400 and 500 are since then
+
+
+def test_the_figures_line_is_read_back() -> None:
+    windows = [Window("rotation-by-spec", 1000, 1400), Window("backup", 1400, 1800)]
+    line = availability.figures_line("mariadb (localhost/mariadb:10.11)", availability.parse(LOG), windows)
+    output = f"noise\n{line}\nother\n"
+    assert availability.read_figures(output) == {
+        "mariadb (localhost/mariadb:10.11)": {"outage_s": {"rotation-by-spec": 0.3, "backup": 0.1},
+                                              "writes": 7, "failed": 3}}
+    assert availability.read_figures("nothing here") == {}
