@@ -76,3 +76,27 @@ def test_out_of_sync_keeps_order_and_skips_unmanaged() -> None:
     ]
     assert mysql_k8s.k8s_out_of_sync(pairs) == [pv, pvc]
     assert mysql_k8s.k8s_out_of_sync([]) == []
+
+
+@pytest.mark.parametrize(("desired", "stored"), [(0.5, "500m"), ("0.5", "500m"), (1, "1"), ("1073741824", "1Gi"),
+                                                 ("1024Mi", "1Gi"), ("2", "2")])
+def test_a_quantity_the_server_rewrote_is_in_sync(desired: Any, stored: str) -> None:
+    """The API server keeps a quantity in its canonical form: cpu 0.5 is read back as 500m."""
+    wanted = json.loads(json.dumps(SERVICE))
+    wanted["spec"]["resources"] = {"requests": {"cpu": desired}}
+    obj = live(wanted, resources={"requests": {"cpu": stored}})
+    assert mysql_k8s.k8s_in_sync(obj, wanted)
+
+
+@pytest.mark.parametrize(("desired", "stored"), [(0.5, "1"), ("500m", "501m"), ("1Gi", "1G"), ("1", "one")])
+def test_a_different_quantity_is_out_of_sync(desired: Any, stored: str) -> None:
+    wanted = json.loads(json.dumps(SERVICE))
+    wanted["spec"]["resources"] = {"requests": {"cpu": desired}}
+    assert not mysql_k8s.k8s_in_sync(live(wanted, resources={"requests": {"cpu": stored}}), wanted)
+
+
+def test_numbers_and_booleans_are_not_quantities() -> None:
+    wanted = json.loads(json.dumps(SERVICE))
+    assert not mysql_k8s.k8s_in_sync(live(wanted, ports=[{"name": "mysql", "port": 3307}]), wanted)
+    wanted["spec"]["publishNotReadyAddresses"] = True
+    assert not mysql_k8s.k8s_in_sync(live(wanted, publishNotReadyAddresses="1"), wanted)

@@ -11,17 +11,45 @@ to measure the same checks.
 
 from __future__ import annotations
 
+import decimal
 import json
+import re
 from typing import Any
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# A Kubernetes quantity: the API server stores it in its canonical form (cpu: 0.5 is read
+# back as "500m", memory: 1073741824 as "1Gi"), so the live value is compared by amount.
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_SUFFIX = {None: 1, "m": decimal.Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+           "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+           "Pi": 2**50, "Ei": 2**60}
+
+
+def _amount(value: Any) -> decimal.Decimal | None:
+    """The amount of a quantity (a number, or text such as 500m or 1Gi); None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    found = _QUANTITY.match(str(value))
+    return decimal.Decimal(found[1]) * _SUFFIX[found[2]] if found else None
+
+
+def _same_scalar(actual: Any, desired: Any) -> bool:
+    """Equal, or the same quantity written two ways (only where one side is text: a number
+    and a number compare as numbers)."""
+    if actual == desired:
+        return True
+    if not (isinstance(actual, str) or isinstance(desired, str)):
+        return False
+    amount = _amount(desired)
+    return amount is not None and amount == _amount(actual)
 
 
 def _contains(actual: Any, desired: Any) -> bool:
     """True when every field of `desired` is present with the same value in `actual`.
 
     Dicts may hold more keys in `actual` (server defaults, status). Lists must have
-    the same length and match element by element (the API server keeps order).
+    the same length and match element by element (the API server keeps order). Scalars
+    are equal, or the same quantity (the API server's canonical form of a desired one).
     """
     if isinstance(desired, dict):
         if not isinstance(actual, dict):
@@ -32,7 +60,7 @@ def _contains(actual: Any, desired: Any) -> bool:
         if not isinstance(actual, list) or len(actual) != len(desired):
             return False
         return all(_contains(a, d) for a, d in zip(actual, desired, strict=True))
-    return actual == desired
+    return _same_scalar(actual, desired)
 
 
 def _plain(value: Any) -> Any:
