@@ -5,9 +5,8 @@ namespace (its ClusterRole and ClusterRoleBinding renamed after the namespace, s
 real install's are never touched) and runs the operator locally as that ServiceAccount,
 with its token in a kubeconfig of its own. The operator's watches map MySQL to a copy of
 roles/mysql (in tmp_path: the repository is unchanged) to which one task is added, as an
-edit would add it: apply a ConfigMap, which the Role does not allow (it allows creating a
-ConfigMap, for the leader lock, and reading that one by name; kubernetes.core.k8s reads an
-object before it creates it). The task comes after the role has read the password from its
+edit would add it: apply a ServiceAccount for the server, which the Role does not allow
+(kubernetes.core.k8s reads an object before it creates it). The task comes after the role has read the password from its
 Secret (spec.passwordSecretRef) and before it creates any volume: no server is started and
 the password is in the role's hands when it fails, so the leak scan means something.
 
@@ -43,7 +42,7 @@ NAMESPACE_LABEL = "otus.homework/test-namespace"  # on the cluster-scoped object
 STALE_AFTER = datetime.timedelta(minutes=10)  # older than any run of this module (about 12 s)
 NAMESPACED_KINDS = {"ServiceAccount", "Role", "RoleBinding"}
 CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding"}
-ADDED_TASK = "Apply the server configuration ConfigMap"
+ADDED_TASK = "Apply the server's ServiceAccount"
 ADDED_TASKS = textwrap.dedent(f"""\
     ---
     # Added by the test, as an edit of the role would add it: an object kind the RBAC
@@ -53,15 +52,11 @@ ADDED_TASKS = textwrap.dedent(f"""\
         state: present
         definition:
           apiVersion: v1
-          kind: ConfigMap
+          kind: ServiceAccount
           metadata:
-            name: "{{{{ mysql_instance.name }}}}-config"
+            name: "{{{{ mysql_instance.name }}}}-server"
             namespace: "{{{{ mysql_instance.namespace }}}}"
             labels: "{{{{ mysql_labels }}}}"
-          data:
-            my.cnf: |
-              [mysqld]
-              max_connections = 100
     """)
 ANCHOR = "- name: Manage the backup volume\n"  # roles/mysql/tasks/main.yml: the added task goes before
 
@@ -224,7 +219,7 @@ def test_a_role_that_oversteps_its_rbac_fails_naming_the_permission(
 
         # The permission, named as the API server's authorizer names it: who, verb, resource.
         user = f'User "system:serviceaccount:{ns}:{ACCOUNT}"'
-        denied = f'cannot get resource "configmaps" in API group "" in the namespace "{ns}"'
+        denied = f'cannot get resource "serviceaccounts" in API group "" in the namespace "{ns}"'
         message = failure["message"]
         print(f"\nFailure condition: {message}")
         assert user in message and denied in message, message
@@ -235,7 +230,7 @@ def test_a_role_that_oversteps_its_rbac_fails_naming_the_permission(
         assert any(ADDED_TASK in w and user in w and denied in w for w in warnings), warnings
 
         # Nothing the role was not yet meant to create, the operator still runs, no password leaked.
-        assert cluster.get("-n", ns, "configmaps", "-l", f"app.kubernetes.io/instance={name}")["items"] == []
+        assert cluster.get("-n", ns, "serviceaccounts", "-l", f"app.kubernetes.io/instance={name}")["items"] == []
         assert operator.alive(), operator.log()[-6000:]
         assert password in oh.secret_values(cluster, ns)  # the scan below looks for it
         assert oh.leaks(cluster, ns, operator) == []

@@ -154,6 +154,9 @@ def needed(ns: str) -> list[Ask]:
         Ask("update", RESTORES, ns, True, subresource="finalizers"),
         *(Ask(v, "cronjobs.batch", ns, True)
           for v in ("get", "list", "watch", "create", "patch", "delete")),
+        # <name>-config (spec.config), and the log of a config Job the server refused
+        *(Ask(v, "configmaps", ns, True) for v in ("get", "list", "watch", "create", "patch")),
+        Ask("get", "pods", ns, True, subresource="log"),
     ]
     # beyond the code's needs, in that same namespace
     no = [
@@ -165,7 +168,8 @@ def needed(ns: str) -> list[Ask]:
         Ask("delete", "persistentvolumeclaims", ns, False),
         *(Ask(v, "pods", ns, False) for v in ("create", "delete", "patch", "watch")),
         Ask("create", "pods", ns, False, subresource="exec"),
-        Ask("get", "configmaps", ns, False),
+        *(Ask(v, "configmaps", ns, False) for v in ("delete", "update")),
+        Ask("get", "serviceaccounts", ns, False),
         Ask("create", "roles.rbac.authorization.k8s.io", ns, False),
         Ask("create", "rolebindings.rbac.authorization.k8s.io", ns, False),
         Ask("delete", "events", ns, False),
@@ -210,7 +214,6 @@ def leader_election(ns: str) -> list[Ask]:
         Ask("get", "configmaps", ns, True, name="mysql-operator-lock"),
         Ask("delete", "configmaps", ns, True, name="mysql-operator-lock"),
         Ask("get", "pods", ns, True),
-        Ask("get", "configmaps", ns, False, name="some-other-configmap"),
         Ask("delete", "configmaps", ns, False, name="some-other-configmap"),
         Ask("update", "configmaps", ns, False, name="mysql-operator-lock"),
     ]
@@ -227,8 +230,6 @@ def test_clusterwide_operator_may_do_what_the_roles_need_anywhere(
         *volumes(),
         *never(),
         *leader_election(OPERATOR_NAMESPACE),
-        # the leader lock is the operator's own, not in the namespaces it reconciles
-        Ask("create", "configmaps", other_namespace, False),
         # secrets anywhere by name (spec.passwordSecretRef), but never a listing of them
         Ask("list", "secrets", None, False, all_namespaces=True),
         Ask("list", "namespaces", None, False),

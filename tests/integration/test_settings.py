@@ -124,7 +124,8 @@ def test_production_settings_reach_the_running_instance(
     class, pod labels and annotations in the server's pod; a NodePort Service with its
     annotation that answers on the node's address; a node selector no node matches leaves
     the new pod Pending and the Ready condition says why (Unschedulable, the scheduler's
-    words); removed again, the instance is Ready."""
+    words); removed again, the instance is Ready. The Service switched back to ClusterIP
+    loses its node port and annotation."""
     priority = f"mysql-test-{op_namespace}"
     cluster.apply(json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                               "metadata": {"name": priority}, "value": 1000,
@@ -164,6 +165,13 @@ def test_production_settings_reach_the_running_instance(
                          secret=f"{name}-credentials", image=server.image, port=node_port,
                          wait_for_server=True)
         assert out.strip().startswith("root@"), out
+        # back to ClusterIP: the API server drops the node port the apply never named
+        generation = patch_spec(cluster, ns, name, {"service": {"type": "ClusterIP", "annotations": None}})
+        oh.wait_successful(cluster, ns, name, operator, generation=generation)
+        service = cluster.get("-n", ns, "service", name)
+        assert service["spec"]["type"] == "ClusterIP", service["spec"]
+        assert all("nodePort" not in port for port in service["spec"]["ports"]), service["spec"]
+        assert "example.com/load-balancer" not in (service["metadata"].get("annotations") or {})
 
         # a node selector no node matches: the new pod stays Pending, and the object says why
         cluster.kubectl("-n", ns, "patch", "mysqls.otus.homework", name, "--type=merge", "-p",
