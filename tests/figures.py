@@ -20,6 +20,7 @@ ORDER = (
     "backups verified",
     "bad backups caught",
     "scheduled dumps killed",
+    "dumps taken again after DDL",
 )
 FIGURES: Counter[str] = Counter()
 MEASURED: list[str] = []  # one line per measurement, as the test worded it

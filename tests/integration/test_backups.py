@@ -166,6 +166,48 @@ def test_an_on_demand_backup_taken_during_writes_is_verified_against_its_own_sna
         assert all(word in explained for word in words), explained
 
 
+def test_a_dump_that_meets_ddl_is_taken_again_in_the_same_backup(backups: Backups) -> None:
+    """DDL during a dump: a table rebuilt after the dump's snapshot opened (ALTER TABLE ...
+    ENGINE=InnoDB, from a second client, again and again) is refused to the dump or the
+    figures query with ERROR 1412, "Table definition has changed, please retry transaction".
+    The backup Job takes the whole backup again (the rebuilding stops once it has said so),
+    and the record is Complete and Verified; the Job's log names the refusal and the try."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name, backup = server.name("bk"), f"{server.name('bk')}-ddl"
+        sql(b.cluster, b.ns, name, "CREATE TABLE a_big (id INT AUTO_INCREMENT PRIMARY KEY, pad CHAR(200)); "
+                                   "INSERT INTO a_big (pad) VALUES (REPEAT('x', 200)); "
+                                   + "INSERT INTO a_big (pad) SELECT pad FROM a_big; " * 16
+                                   + "CREATE TABLE z_rebuilt (id INT PRIMARY KEY); INSERT INTO z_rebuilt VALUES (1), (2);")
+        pod = server_pod_name(b.cluster, b.ns, name)
+        stop = f"/tmp/stop-ddl-{backup}"
+        rebuilder = subprocess.Popen(
+            [b.cluster.kubectl_bin, "--kubeconfig", b.cluster.kubeconfig, "-n", b.ns, "exec", pod, "--", "sh", "-c",
+             f"while [ ! -e {stop} ]; do mysql -uroot -p{PASSWORD} {DATABASE} "
+             "-e 'ALTER TABLE z_rebuilt ENGINE=InnoDB' 2>/dev/null; sleep 0.2; done"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        job = f"{backup}-dump"
+        try:
+            b.cluster.apply(backup_object(b.ns, backup, name))
+
+            def refused_once() -> bool:
+                return "trying again" in b.cluster.job_logs(b.ns, job)
+            b.cluster.wait_for(refused_once, timeout=300, what=f"the dump Job {job} to meet the DDL", interval=0.5)
+        finally:
+            b.cluster.kubectl("-n", b.ns, "exec", pod, "--", "touch", stop, check=False)
+            rebuilder.wait(timeout=60)
+        obj = wait_decided(b, backup)
+        status = obj["status"]
+        assert status["state"] == "Complete", status
+        assert verified(obj) == "True", oh.condition(obj, "Verified")
+        log = b.cluster.job_logs(b.ns, job)
+        assert "Table definition has changed" in log and "try 1 of 3" in log, log
+        figures.add("dumps taken again after DDL")
+
+    oh.for_each_server(one)
+
+
 def latest_backup(b: Backups, name: str) -> str:
     claim = b.cluster.get("-n", b.ns, "pvc", f"{name}-backup")
     return str(claim["metadata"].get("annotations", {}).get("otus.homework/latest-backup", ""))

@@ -12,6 +12,11 @@
 # figures are then computed in the first snapshot while the dump runs. Writes wait only
 # from the lock to mysqldump's START TRANSACTION.
 #
+# A refusal the server calls transient (DDL during the dump: "Table definition has changed,
+# please retry transaction"; a lock wait timeout; a deadlock) is met by taking the whole
+# backup again, up to DUMP_TRIES times (default 3) RETRY_PAUSE seconds apart (default 5),
+# before the backup fails.
+#
 # Files are written under temporary names and renamed only once mysqldump succeeded and
 # wrote its completion trailer (figures first, dump last), so a file name never refers to a
 # partial dump. The last line of output (and /dev/termination-log) is a summary.
@@ -45,71 +50,111 @@ until client -e 'SELECT 1' "$MYSQL_DATABASE" >/dev/null 2>&1; do
   waited=$((waited + 3))
 done
 
-# The session that holds the lock, then the figures' snapshot; fed through a FIFO.
-mkfifo "$work/in"
-# (set +e in the background subshells: under set -e a failed client would end the subshell
-# before it wrote its exit code, and the script would wait for it forever)
-(set +e; client -N -B -n "$MYSQL_DATABASE" < "$work/in" > "$work/out" 2> "$work/err"; echo $? > "$work/lock.rc") &
-lock_pid=$!
-exec 3> "$work/in"
-cat >&3 <<'SQL'
+# The server's refusals that a new snapshot does not meet again: a table changed by DDL after
+# the snapshot opened (ERROR 1412), a lock wait timeout (1205), a deadlock (1213).
+transient() {
+  grep -q -e 'Table definition has changed' -e 'Lock wait timeout exceeded' -e 'Deadlock found' "$1"
+}
+retry_because() {
+  printf '%s\n' "$*" > "$work/retry"
+}
+
+# One try: the lock, both snapshots, the figures and the dump, in $work/try<n>. A refusal
+# the server calls transient leaves $work/retry (its reason) and returns; any other fails.
+take() {
+  d="$work/try$1"
+  mkdir "$d"
+  # The session that holds the lock, then the figures' snapshot; fed through a FIFO.
+  mkfifo "$d/in"
+  # (set +e in the background subshells: under set -e a failed client would end the subshell
+  # before it wrote its exit code, and the script would wait for it forever)
+  (set +e; client -N -B -n "$MYSQL_DATABASE" < "$d/in" > "$d/out" 2> "$d/err"; echo $? > "$d/lock.rc") &
+  lock_pid=$!
+  exec 3> "$d/in"
+  cat >&3 <<'SQL'
 SET SESSION lock_wait_timeout = 60;
 FLUSH TABLES WITH READ LOCK;
 START TRANSACTION WITH CONSISTENT SNAPSHOT;
 SELECT CONCAT('locked ', CONNECTION_ID());
 SQL
-until grep -q '^locked ' "$work/out"; do
-  [ ! -f "$work/lock.rc" ] || fail "could not take the read lock: $(tail -n 3 "$work/err")"
-  sleep 0.2
-done
-lock_id=$(sed -n 's/^locked //p' "$work/out")
+  until grep -q '^locked ' "$d/out"; do
+    if [ -f "$d/lock.rc" ]; then
+      transient "$d/err" && { retry_because "the read lock: $(tail -n 1 "$d/err")"; return 0; }
+      fail "could not take the read lock: $(tail -n 3 "$d/err")"
+    fi
+    sleep 0.2
+  done
+  lock_id=$(sed -n 's/^locked //p' "$d/out")
 
-set -- --single-transaction --routines --triggers
-# Oracle MySQL's mysqldump writes SET @@GLOBAL.GTID_PURGED into the dump when the server
-# has GTIDs: a restore that is retried after a partial load (the server killed mid-way)
-# then fails on it ("must not overlap with @@GLOBAL.GTID_EXECUTED"). A backup restored
-# into a new server needs no GTID state. MariaDB's mysqldump has no such option.
-if mysqldump --help 2>/dev/null | grep -q -e '--set-gtid-purged'; then
-  set -- "$@" --set-gtid-purged=OFF
-fi
-(set +e; mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" \
-   > "$tmp" 2> "$work/dump.err"; echo $? > "$work/dump.rc") &
-dump_pid=$!
-waited=0 misses=0
-while :; do
-  # a failed look (a connection refused or timed out on a loaded node) is tried again; ten
-  # in a row fail the backup, with the client's own words
-  if started=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.INNODB_TRX AS t
-      JOIN information_schema.PROCESSLIST AS p ON p.ID = t.trx_mysql_thread_id
-      WHERE p.USER = 'root' AND t.trx_mysql_thread_id > $lock_id
-        AND t.trx_mysql_thread_id <> CONNECTION_ID()" 2> "$work/look.err"); then
-    misses=0
-    [ "$started" -eq 0 ] || break
-  else
-    misses=$((misses + 1))
-    [ "$misses" -lt 10 ] || fail "could not read the server's transactions: $(tail -n 2 "$work/look.err")"
+  set -- --single-transaction --routines --triggers
+  # Oracle MySQL's mysqldump writes SET @@GLOBAL.GTID_PURGED into the dump when the server
+  # has GTIDs: a restore that is retried after a partial load (the server killed mid-way)
+  # then fails on it ("must not overlap with @@GLOBAL.GTID_EXECUTED"). A backup restored
+  # into a new server needs no GTID state. MariaDB's mysqldump has no such option.
+  if mysqldump --help 2>/dev/null | grep -q -e '--set-gtid-purged'; then
+    set -- "$@" --set-gtid-purged=OFF
   fi
-  [ ! -f "$work/dump.rc" ] || break
-  [ "$waited" -lt 600 ] || fail "mysqldump did not open its snapshot within 60s"
-  sleep 0.1
-  waited=$((waited + 1))
-done
-printf 'UNLOCK TABLES;\n%s\nSELECT %s;\nCOMMIT;\n' "$FIGURES_SQL" "'figures-end'" >&3
-exec 3>&-
-while [ ! -f "$work/lock.rc" ]; do sleep 0.2; done
-[ "$(cat "$work/lock.rc")" = 0 ] || fail "the figures query failed: $(tail -n 3 "$work/err")"
-lock_pid=''
-sed -n '/^locked /,/^figures-end$/p' "$work/out" | sed '1d;$d' | LC_ALL=C sort > "$work/figures"
-grep -q '^figures-end$' "$work/out" || fail "the figures query gave no result"
+  (set +e; mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" \
+     > "$tmp" 2> "$d/dump.err"; echo $? > "$d/dump.rc") &
+  dump_pid=$!
+  waited=0 misses=0
+  while :; do
+    # a failed look (a connection refused or timed out on a loaded node) is tried again; ten
+    # in a row fail the backup, with the client's own words
+    if started=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.INNODB_TRX AS t
+        JOIN information_schema.PROCESSLIST AS p ON p.ID = t.trx_mysql_thread_id
+        WHERE p.USER = 'root' AND t.trx_mysql_thread_id > $lock_id
+          AND t.trx_mysql_thread_id <> CONNECTION_ID()" 2> "$d/look.err"); then
+      misses=0
+      [ "$started" -eq 0 ] || break
+    else
+      misses=$((misses + 1))
+      [ "$misses" -lt 10 ] || fail "could not read the server's transactions: $(tail -n 2 "$d/look.err")"
+    fi
+    [ ! -f "$d/dump.rc" ] || break
+    [ "$waited" -lt 600 ] || fail "mysqldump did not open its snapshot within 60s"
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  printf 'UNLOCK TABLES;\n%s\nSELECT %s;\nCOMMIT;\n' "$FIGURES_SQL" "'figures-end'" >&3
+  exec 3>&-
+  while [ ! -f "$d/lock.rc" ]; do sleep 0.2; done
+  if [ "$(cat "$d/lock.rc")" != 0 ]; then
+    transient "$d/err" && { retry_because "the figures query: $(tail -n 1 "$d/err")"; return 0; }
+    fail "the figures query failed: $(tail -n 3 "$d/err")"
+  fi
+  lock_pid=''
+  sed -n '/^locked /,/^figures-end$/p' "$d/out" | sed '1d;$d' | LC_ALL=C sort > "$d/figures"
+  grep -q '^figures-end$' "$d/out" || fail "the figures query gave no result"
 
-while [ ! -f "$work/dump.rc" ]; do sleep 0.5; done
-dump_pid=''
-[ "$(cat "$work/dump.rc")" = 0 ] || fail "mysqldump failed: $(tail -n 3 "$work/dump.err")"
-case "$(tail -n 1 "$tmp")" in
-  "-- Dump completed"*) ;;
-  *) fail "the dump of $MYSQL_DATABASE has no completion trailer" ;;
-esac
-cp "$work/figures" "$figures_tmp"
+  while [ ! -f "$d/dump.rc" ]; do sleep 0.5; done
+  dump_pid=''
+  if [ "$(cat "$d/dump.rc")" != 0 ]; then
+    transient "$d/dump.err" && { retry_because "mysqldump: $(tail -n 1 "$d/dump.err")"; return 0; }
+    fail "mysqldump failed: $(tail -n 3 "$d/dump.err")"
+  fi
+  case "$(tail -n 1 "$tmp")" in
+    "-- Dump completed"*) ;;
+    *) fail "the dump of $MYSQL_DATABASE has no completion trailer" ;;
+  esac
+}
+
+tries=${DUMP_TRIES:-3} try=1
+while :; do
+  rm -f "$work/retry"
+  take "$try"
+  [ -f "$work/retry" ] || break
+  reason=$(cat "$work/retry")
+  [ "$try" -lt "$tries" ] || fail "$reason (transient, but still after $tries tries)"
+  echo "backup: try $try of $tries: $reason; trying again in ${RETRY_PAUSE:-5}s" >&2
+  for pid in $lock_pid $dump_pid; do kill "$pid" 2>/dev/null || true; done
+  lock_pid='' dump_pid=''
+  exec 3>&-
+  rm -f "$tmp" "$figures_tmp"
+  sleep "${RETRY_PAUSE:-5}"
+  try=$((try + 1))
+done
+cp "$work/try$try/figures" "$figures_tmp"
 mv "$figures_tmp" "/backup/$BACKUP_FILE.figures"
 mv "$tmp" "/backup/$BACKUP_FILE"
 trap - EXIT
