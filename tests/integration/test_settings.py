@@ -112,7 +112,7 @@ def test_server_options_apply_live_or_restart_the_server(
             "performance_schema": "0", "max_connections": "250", "sql_mode": "ANSI_QUOTES"}
         config_map = cluster.get("-n", ns, "configmap", f"{name}-config")
         assert "performance_schema = OFF" in config_map["data"]["server.cnf"], config_map["data"]
-        cluster.kubectl("-n", ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=330)
+        # the instance stays: the module's leak scan looks for its passwords
 
     oh.for_each_server(one)
 
