@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,18 +20,6 @@ import pytest
 from ansible_kopf.run import summary
 from tests import harness, kube
 from tests.integration import operator_harness as oh
-
-
-@pytest.fixture(scope="module")
-def op_namespace(cluster: harness.Cluster) -> Iterator[str]:
-    with oh.module_namespace(cluster, "op") as name:
-        yield name
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: harness.Cluster, op_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    with oh.operator_in(cluster, op_namespace, tmp_path_factory.mktemp("operator")) as running:
-        yield running
 
 
 def restart_and_wait_for_run(cluster: harness.Cluster, operator: harness.Operator, ns: str,
@@ -49,16 +36,6 @@ def restart_and_wait_for_run(cluster: harness.Cluster, operator: harness.Operato
 
 
 PERIOD_ANNOTATION = "ansible.sdk.operatorframework.io/reconcile-period"  # the SDK's, per object
-
-
-@pytest.fixture
-def explain(request: pytest.FixtureRequest, cluster: harness.Cluster, op_namespace: str,
-            operator: harness.Operator) -> Iterator[None]:
-    """On failure, print the namespace's objects, events and the operator log."""
-    yield
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        print(oh.diagnostics(cluster, op_namespace, operator))
 
 
 def _read_or_empty(path: Path) -> bytes:

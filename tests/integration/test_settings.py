@@ -9,34 +9,13 @@ every test run for each server image at once (`oh.for_each_server`), sharing bot
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
 from tests import harness
 from tests.integration import operator_harness as oh
 
-
-@pytest.fixture(scope="module")
-def op_namespace(cluster: harness.Cluster) -> Iterator[str]:
-    with oh.module_namespace(cluster, "settings") as name:
-        yield name
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: harness.Cluster, op_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    with oh.operator_in(cluster, op_namespace, tmp_path_factory.mktemp("operator")) as running:
-        yield running
-
-
-@pytest.fixture
-def explain(request: pytest.FixtureRequest, cluster: harness.Cluster, op_namespace: str,
-            operator: harness.Operator) -> Iterator[None]:
-    """On failure, print the namespace's objects, events and the operator log."""
-    yield
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        print(oh.diagnostics(cluster, op_namespace, operator))
+NAMESPACE_PREFIX = "settings"  # its namespaces: settings-<random>
 
 
 def variables(cluster: harness.Cluster, ns: str, name: str, *names: str) -> dict[str, str]:
