@@ -7,10 +7,11 @@ One reconcile (or finalization) of one object, from lock to status:
    or is being deleted and this is not the finalizer's run, there is nothing to do;
 3. mark ``Running`` if the status does not report this generation yet (:mod:`sdk.status`);
 4. run the role or playbook (:mod:`run.runner`) with the object's variables
-   (:mod:`sdk.extravars`), and log what it did (:mod:`run.summary`: a sentence, and a line
-   of fields for programs);
+   (:mod:`sdk.extravars`);
 5. read the status again (the role may have written to it) and write the outcome to
-   ``.status``: only what changed, nothing if nothing did.
+   ``.status``: only what changed, nothing if nothing did;
+6. log what the run did (:mod:`run.summary`: a sentence, and a line of fields for
+   programs), last, so that whoever waits for that line finds the status written.
 
 With ``manageStatus: false`` steps 3 and 5 are skipped. After a successful finalization
 the object is about to disappear, so its status is not written either.
@@ -158,31 +159,48 @@ async def reconcile(
             period = annotated_period(obj) or watch.reconcile_period
             if period > 0:
                 outcome = dataclasses.replace(outcome, requeue_after=period, periodic=True)
-        record = summary.Summary(
-            action='finalize' if finalizing else 'reconcile', kind=watch.gvk,
-            namespace=namespace, name=name, status=outcome.status,
-            counts=outcome.counts.as_dict(), seconds=round(outcome.duration, 3),
-            finished=summary.now())
-        logger.info(record.sentence())
-        logger.info(record.line())
-        if controller.registry is not None:
-            controller.registry.reconciled(gvk=watch.gvk, successful=outcome.successful,
-                                           seconds=outcome.duration)
-            for request in outcome.metrics:
-                controller.registry.user_metric(request)
-
-        if watch.manage_status and not (finalizing and outcome.successful):
-            fresh = await api.get(resource, namespace=namespace, name=name)
-            if fresh is None:
-                return outcome
-            current = fresh.get('status') or {}
-            result = status.finished(
-                current, successful=outcome.successful, counts=outcome.counts.as_dict(),
-                message=outcome.message, custom_stats=outcome.custom_stats,
-                generation=generation, now=status.now())
-            if result is not None:
-                await api.patch_status(resource, namespace=namespace, name=name, patch=result)
+        try:
+            if watch.manage_status and not (finalizing and outcome.successful):
+                await _write_outcome(controller, resource, namespace=namespace, name=name,
+                                     outcome=outcome, generation=generation)
+        finally:
+            # the run's summary comes last, once its status is written: a reader that waits for
+            # it (a test, a dashboard) then finds the object as the run left it
+            _report(controller, namespace=namespace, name=name, outcome=outcome,
+                    finalizing=finalizing)
         return outcome
+
+
+async def _write_outcome(controller: Controller, resource: kopf.Resource, *, namespace: str | None,
+                         name: str, outcome: runner_events.Outcome, generation: Any) -> None:
+    """The run's outcome into the object's status (the SDK's conditions), if it changes it."""
+    fresh = await controller.api.get(resource, namespace=namespace, name=name)
+    if fresh is None:
+        return
+    result = status.finished(
+        fresh.get('status') or {}, successful=outcome.successful,
+        counts=outcome.counts.as_dict(), message=outcome.message,
+        custom_stats=outcome.custom_stats, generation=generation, now=status.now())
+    if result is not None:
+        await controller.api.patch_status(resource, namespace=namespace, name=name, patch=result)
+
+
+def _report(controller: Controller, *, namespace: str | None, name: str,
+            outcome: runner_events.Outcome, finalizing: bool) -> None:
+    """The run's summary in the log, and its figures in the metrics."""
+    watch = controller.watch
+    record = summary.Summary(
+        action='finalize' if finalizing else 'reconcile', kind=watch.gvk,
+        namespace=namespace, name=name, status=outcome.status,
+        counts=outcome.counts.as_dict(), seconds=round(outcome.duration, 3),
+        finished=summary.now())
+    logger.info(record.sentence())
+    logger.info(record.line())
+    if controller.registry is not None:
+        controller.registry.reconciled(gvk=watch.gvk, successful=outcome.successful,
+                                       seconds=outcome.duration)
+        for request in outcome.metrics:
+            controller.registry.user_metric(request)
 
 
 def backoff(retry: int) -> float:
