@@ -154,9 +154,8 @@ def needed(ns: str) -> list[Ask]:
         Ask("update", RESTORES, ns, True, subresource="finalizers"),
         *(Ask(v, "cronjobs.batch", ns, True)
           for v in ("get", "list", "watch", "create", "patch", "delete")),
-        # <name>-config (spec.config), and the log of a config Job the server refused
+        # <name>-config (spec.config)
         *(Ask(v, "configmaps", ns, True) for v in ("get", "list", "watch", "create", "patch")),
-        Ask("get", "pods", ns, True, subresource="log"),
     ]
     # beyond the code's needs, in that same namespace
     no = [
@@ -168,6 +167,7 @@ def needed(ns: str) -> list[Ask]:
         Ask("delete", "persistentvolumeclaims", ns, False),
         *(Ask(v, "pods", ns, False) for v in ("create", "delete", "patch", "watch")),
         Ask("create", "pods", ns, False, subresource="exec"),
+        Ask("get", "pods", ns, False, subresource="log"),
         *(Ask(v, "configmaps", ns, False) for v in ("delete", "update")),
         Ask("get", "serviceaccounts", ns, False),
         Ask("create", "roles.rbac.authorization.k8s.io", ns, False),
