@@ -44,6 +44,7 @@ import pytest
 from tests import availability, figures, harness, kube
 from tests.integration import operator_harness as oh
 
+NAMESPACE_PREFIX = "avail"  # its namespace and operator: tests/integration/conftest.py
 SERVERS = oh.SERVERS
 DATABASE = "otus-database"
 STEADY = 30  # acknowledged writes in a row: steady writing again after an operation
@@ -109,29 +110,15 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@pytest.fixture(scope="module")
-def avail_namespace(cluster: harness.Cluster) -> Iterator[str]:
-    with oh.module_namespace(cluster, "avail") as name:
-        yield name
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: harness.Cluster, avail_namespace: str,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    with oh.operator_in(cluster, avail_namespace, tmp_path_factory.mktemp("avail-operator")) as running:
-        yield running
-
-
 @pytest.fixture
-def explain(request: pytest.FixtureRequest, cluster: harness.Cluster, avail_namespace: str,
-            operator: harness.Operator) -> Iterator[None]:
-    """On failure, print the namespace's objects, events, the operator log and the end of
-    each writer's log."""
+def explain(explain: None, request: pytest.FixtureRequest, cluster: harness.Cluster,
+            op_namespace: str) -> Iterator[None]:
+    """On failure, also the end of each writer's log (then conftest's `explain`: the
+    namespace's objects, events and the operator log)."""
     yield
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
-        print(oh.diagnostics(cluster, avail_namespace, operator))
-        print(cluster.kubectl("-n", avail_namespace, "logs", "-l", f"{WRITER_LABEL}=true", "--prefix",
+        print(cluster.kubectl("-n", op_namespace, "logs", "-l", f"{WRITER_LABEL}=true", "--prefix",
                               "--tail=20", check=False).stdout)
 
 
@@ -363,8 +350,8 @@ def kill_the_operator(operator: harness.Operator, instances: dict[str, Instance]
 
 @pytest.mark.usefixtures("explain")
 def test_writes_are_acknowledged_and_kept_and_the_server_stays_up_through_day_2_operations(
-        cluster: harness.Cluster, avail_namespace: str, operator: harness.Operator) -> None:
-    instances = {server.key: Instance(cluster, avail_namespace, operator, server) for server in SERVERS}
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
+    instances = {server.key: Instance(cluster, op_namespace, operator, server) for server in SERVERS}
 
     def each(step: str) -> None:
         print(f"{step.replace('_', ' ')}", flush=True)
@@ -399,6 +386,6 @@ def test_writes_are_acknowledged_and_kept_and_the_server_stays_up_through_day_2_
             problems.append(f"{instance.name}: {len(missing)} of {len(acknowledged)} acknowledged rows lost: {missing[:20]}")
     if not operator.alive():
         problems.append(f"the operator exited:\n{operator.log()[-4000:]}")
-    problems += [f"leak: {leak}" for leak in oh.leaks(cluster, avail_namespace, operator)]
+    problems += [f"leak: {leak}" for leak in oh.leaks(cluster, op_namespace, operator)]
     problems += [problem for instance in instances.values() for problem in instance.replaced_or_restarted()]
     assert problems == [], "\n".join(problems)

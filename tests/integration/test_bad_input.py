@@ -36,6 +36,7 @@ import pytest
 from tests import figures, harness, kube
 from tests.integration import operator_harness as oh
 
+NAMESPACE_PREFIX = "bad"  # its namespace (tests/integration/conftest.py): bad-<random>
 MARKER_DIR = Path("/tmp")
 MARKER = f"badinput-{uuid.uuid4().hex[:8]}"  # a file of this prefix would mean something ran
 
@@ -197,27 +198,14 @@ def test_the_corpus_is_large_enough() -> None:
     assert len(REFUSED) + len(ACCEPTED) >= 40
 
 
-@pytest.fixture(scope="module")
-def bad_namespace(cluster: harness.Cluster) -> Iterator[str]:
-    with oh.module_namespace(cluster, "bad") as name:
-        yield name
-
-
-@pytest.fixture(scope="module")
-def bad_operator(cluster: harness.Cluster, bad_namespace: str,
-                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    with oh.operator_in(cluster, bad_namespace, tmp_path_factory.mktemp("bad-operator")) as running:
-        yield running
-
-
 def executed() -> list[str]:
     return sorted(str(p) for p in MARKER_DIR.glob(f"{MARKER}*"))
 
 
 @pytest.mark.parametrize("case", REFUSED, ids=lambda c: c.id)
-def test_the_schema_refuses_naming_the_field(cluster: harness.Cluster, bad_namespace: str, case: Case) -> None:
+def test_the_schema_refuses_naming_the_field(cluster: harness.Cluster, op_namespace: str, case: Case) -> None:
     oh.install_crd(cluster)
-    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps(case.body(bad_namespace)),
+    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps(case.body(op_namespace)),
                            check=False)
     assert done.returncode != 0, f"accepted: {case}"
     assert case.field in done.stderr, done.stderr
@@ -339,8 +327,8 @@ def test_the_cel_rules_refuse_a_change_of_what_is_fixed(cluster: harness.Cluster
 
 
 def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
-        cluster: harness.Cluster, bad_namespace: str, bad_operator: harness.Operator) -> None:
-    ns = bad_namespace
+        cluster: harness.Cluster, op_namespace: str, operator: harness.Operator) -> None:
+    ns = op_namespace
     cluster.kubectl("-n", ns, "create", "secret", "generic", "has-other-key", "--from-literal=other=x")
     cluster.kubectl("-n", ns, "create", "secret", "generic", "has-empty-value", "--from-literal=password=")
     # what a CEL rule refuses at creation is test_the_cel_rules_refuse_naming_the_field's there
@@ -355,8 +343,8 @@ def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
         return obj if cond and cond["status"] == "True" else None
 
     def all_settled() -> bool:
-        if not bad_operator.alive():
-            raise AssertionError(f"the operator exited:\n{bad_operator.log()[-6000:]}")
+        if not operator.alive():
+            raise AssertionError(f"the operator exited:\n{operator.log()[-6000:]}")
         return all(settled(case) for case in accepted)
 
     cluster.wait_for(all_settled, timeout=900, what="every accepted object to be reconciled or refused",
@@ -380,15 +368,15 @@ def test_the_operator_refuses_or_reconciles_the_accepted_ones_and_runs_nothing(
     # The operator is still healthy: a good object created after the corpus converges.
     good = Case("after", {"image": kube.MYSQL_IMAGE}, name="good-after")
     cluster.apply(json.dumps(good.body(ns)))
-    oh.wait_successful(cluster, ns, "good-after", bad_operator, timeout=300)
-    assert bad_operator.alive()
+    oh.wait_successful(cluster, ns, "good-after", operator, timeout=300)
+    assert operator.alive()
     assert executed() == []
 
 
-def test_no_secret_appears_outside_its_secrets(cluster: harness.Cluster, bad_namespace: str,
-                                              bad_operator: harness.Operator) -> None:
+def test_no_secret_appears_outside_its_secrets(cluster: harness.Cluster, op_namespace: str,
+                                              operator: harness.Operator) -> None:
     """For this module's objects: the passwords (and the generated
     bootstrap passwords) are in their Secrets only."""
-    found = len(oh.secret_values(cluster, bad_namespace))  # a count: the values stay unprinted
+    found = len(oh.secret_values(cluster, op_namespace))  # a count: the values stay unprinted
     assert found >= 4, f"{found} Secret values: expected the password and bootstrap password of two servers"
-    assert oh.leaks(cluster, bad_namespace, bad_operator) == []
+    assert oh.leaks(cluster, op_namespace, operator) == []
