@@ -9,6 +9,8 @@
 #   cluster/cluster.sh status    what runs, node state
 #   cluster/cluster.sh kubeconfig  print the kubeconfig path
 #   cluster/cluster.sh build     only install packages and build binaries and images
+#   cluster/cluster.sh object-store  start the S3-compatible object store (SeaweedFS) in the
+#                                running cluster, print its endpoint (bucket "backups")
 set -euo pipefail
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
@@ -22,6 +24,8 @@ set -euo pipefail
 . "$CLUSTER_ROOT/lib/control_plane.sh"
 # shellcheck source=lib/node.sh
 . "$CLUSTER_ROOT/lib/node.sh"
+# shellcheck source=lib/object_store.sh
+. "$CLUSTER_ROOT/lib/object_store.sh"
 
 api_ready() {
   kubectl_local get --raw /readyz >/dev/null 2>&1
@@ -118,5 +122,6 @@ case "${1:-}" in
   kubeconfig) echo "$KUBECONFIG_FILE" ;;
   kubectl-path) echo "$BIN_DIR/kubectl" ;;
   build) cmd_build ;;
-  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  object-store) cmd_object_store ;;
+  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -13,6 +13,13 @@
 #           bookworm's prometheus-mysqld-exporter: its binary (/bin/mysqld_exporter, the
 #           entrypoint, :9104), the libc it links and nothing else, run as uid/gid 65534
 #           (nobody); mysqld-exporter/README.md says how it takes credentials
+#   backup-tools localhost/backup-tools:bookworm  what the backup Jobs' shipping and fetching
+#           containers run against object storage, from Debian bookworm's packages: rclone
+#           (the S3 client), zstd, age and age-keygen, busybox (sh, sha256sum, ...) and the
+#           CA bundle; the binaries and the libraries they link, run as uid/gid 65534
+#   seaweedfs localhost/seaweedfs:<SEAWEEDFS_VERSION>  SeaweedFS' weed (an S3-compatible object
+#           store users run in production) built from the Go module proxy, static, alone in
+#           the image, run as uid/gid 65534 (the local cluster's object store: cluster/object-store)
 # Each is a docker-archive tarball (what `docker load` and `ctr images import` read) cached
 # as $CLUSTER_CACHE/images/<name>-<key>.tar, the key hashing every input (this script,
 # pack_image.py, the entrypoint, the sources and the Debian package versions), so an
@@ -27,7 +34,8 @@
 #        build.sh path NAME          print the tarball path (whether built or not)
 #        build.sh import NAME|all <containerd-address>
 #                                    import into containerd's k8s.io namespace
-#        NAME: pause, mariadb, mysql or mysqld-exporter (built by build_<NAME, - as _>)
+#        NAME: pause, mariadb, mysql, mysqld-exporter, backup-tools or seaweedfs (built by
+#        build_<NAME, - as _>)
 # env:   CLUSTER_CACHE (default ~/.cache/mysql-operator-cluster), K8S_VERSION (the cluster's,
 #        set by cluster/lib/common.sh), K8S_SRC (its source: the Go module cache's
 #        k8s.io/kubernetes, or the unpacked Debian tree of 1.20.2), DEBIAN_MIRROR / DEBIAN_SECURITY_MIRROR (default: this
@@ -58,12 +66,20 @@ EXPORTER_VERSION=0.14.0
 EXPORTER_PACKAGES=(prometheus-mysqld-exporter libc6)
 # nobody/nogroup, the user of upstream's image (USER nobody), numeric: runAsNonRoot can check it
 EXPORTER_UID=65534
+# The backup tools' packages: the first four give the binaries, the rest what they link
+TOOLS_PACKAGES=(rclone zstd age busybox-static ca-certificates libc6 zlib1g liblzma5 liblz4-1)
+TOOLS_BINARIES=(/usr/bin/rclone /usr/bin/zstd /usr/bin/age /usr/bin/age-keygen /bin/busybox)
+# SeaweedFS publishes no release as a Go module version; the Go module proxy serves this
+# commit of its main branch (2026-11-09) as a pseudo-version, which is the image's tag.
+SEAWEEDFS_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 
 declare -A IMAGE_REF=(
   [pause]="localhost/pause:local"
   [mariadb]="localhost/mariadb:10.11-$DEBIAN_SUITE"
   [mysql]="localhost/mysql:$MYSQL_SERIES-debian"
   [mysqld-exporter]="localhost/mysqld-exporter:$EXPORTER_VERSION"
+  [backup-tools]="localhost/backup-tools:$DEBIAN_SUITE"
+  [seaweedfs]="localhost/seaweedfs:${SEAWEEDFS_VERSION#v}"
 )
 
 say() { printf '>> %s\n' "$*" >&2; }
@@ -78,7 +94,7 @@ usage() {
 }
 
 check_name() {
-  [ -n "${IMAGE_REF[${1:-}]+x}" ] || die "unknown image '${1:-}' (pause, mariadb, mysql or mysqld-exporter)"
+  [ -n "${IMAGE_REF[${1:-}]+x}" ] || die "unknown image '${1:-}' (pause, mariadb, mysql, mysqld-exporter, backup-tools or seaweedfs)"
 }
 
 arch() { dpkg --print-architecture; }
@@ -181,6 +197,14 @@ cache_key() {
       mysqld-exporter)
         echo "$EXPORTER_UID"
         exporter_candidates
+        ;;
+      backup-tools)
+        echo "${TOOLS_BINARIES[*]}"
+        tools_candidates
+        ;;
+      seaweedfs)
+        echo "$SEAWEEDFS_VERSION"
+        go env GOVERSION 2>/dev/null || die "Go is needed to build the seaweedfs image"
         ;;
     esac
   } | sha256sum | cut -c1-12
@@ -678,6 +702,171 @@ build_mysqld_exporter() {
   say "built: ${IMAGE_REF[$name]} $out in $((SECONDS - started)) s"
 }
 
+# --- backup-tools ------------------------------------------------------------------------------
+
+# "<package> <candidate version>" of TOOLS_PACKAGES; fails when one has none.
+tools_candidates() {
+  local candidates
+  candidates=$(apt_candidates "${TOOLS_PACKAGES[@]}")
+  if [ "$(grep -cv '(none)' <<<"$candidates")" != "${#TOOLS_PACKAGES[@]}" ]; then
+    die "apt-cache lacks candidates (run apt-get update): ${candidates//$'\n'/, }"
+  fi
+  echo "$candidates"
+}
+
+# tools_lib LIB ROOTFS: copies shared library LIB from whichever unpacked package has it.
+tools_lib() {
+  local lib=$1 rootfs=$2 pkg path
+  for pkg in "${TOOLS_PACKAGES[@]}"; do
+    path=$(cd "$WORK/pkg/$pkg" && find . -name "$lib" \( -type f -o -type l \) | head -n1)
+    if [ -n "$path" ]; then
+      exporter_copy "$WORK/pkg/$pkg" "${path#.}" "$rootfs"
+      return 0
+    fi
+  done
+  die "$lib is in none of ${TOOLS_PACKAGES[*]}: add its package to TOOLS_PACKAGES"
+}
+
+build_backup_tools() {
+  local name=backup-tools out
+  out=$(image_path "$name")
+  if [ -f "$out" ]; then
+    say "cached: ${IMAGE_REF[$name]} $out"
+    return 0
+  fi
+  [ "$(id -u)" = 0 ] || die "building the $name image needs root (root-owned files, chroot to run it as $EXPORTER_UID)"
+  command -v readelf >/dev/null || die "readelf is not installed (apt-get install binutils)"
+  begin_build "$name"
+  umask 022
+  local rootfs="$WORK/rootfs" started=$SECONDS candidates pkg version bin tree interp lib text
+  local specs=() debs=() needed=()
+  candidates=$(tools_candidates)
+  while read -r pkg version; do specs+=("$pkg=$version"); done <<<"$candidates"
+  say "downloading ${specs[*]} with apt-get (this host's APT sources)"
+  mkdir -p "$WORK/debs" "$WORK/pkg"
+  if ! (cd "$WORK/debs" && apt-get -q -o APT::Sandbox::User=root \
+    -o Dir::Cache::pkgcache="$IMAGE_CACHE/apt-pkgcache.bin" -o Dir::Cache::srcpkgcache= \
+    download "${specs[@]}") > "$WORK/apt.log" 2>&1; then
+    tail -n 20 "$WORK/apt.log" >&2
+    die "apt-get download failed (log: $WORK/apt.log)"
+  fi
+  for pkg in "${TOOLS_PACKAGES[@]}"; do
+    debs=("$WORK/debs/${pkg}_"*.deb)
+    if [ "${#debs[@]}" != 1 ] || [ ! -f "${debs[0]}" ]; then die "no single $pkg .deb in $WORK/debs"; fi
+    dpkg-deb -x "${debs[0]}" "$WORK/pkg/$pkg"
+    # shellcheck disable=SC2016 # dpkg-deb's format, not the shell's
+    dpkg-deb -W --showformat='${Package} ${Version}\n' "${debs[0]}" >> "$WORK/packages"
+  done
+  install -d -m 0755 "$rootfs" "$rootfs/bin" "$rootfs/usr/bin" "$rootfs/etc/ssl/certs" "$rootfs/dev" \
+    "$rootfs/proc" "$rootfs/sys"
+  install -d -m 1777 "$rootfs/tmp"
+  for bin in "${TOOLS_BINARIES[@]}"; do
+    tree=''
+    for pkg in "${TOOLS_PACKAGES[@]}"; do
+      if [ -f "$WORK/pkg/$pkg$bin" ]; then tree="$WORK/pkg/$pkg"; break; fi
+    done
+    [ -n "$tree" ] || die "$bin is in none of ${TOOLS_PACKAGES[*]}"
+    install -m 0755 "$tree$bin" "$rootfs$bin"
+    interp=$(readelf -l "$rootfs$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)]$/\1/p')
+    mapfile -t needed < <(readelf -d "$rootfs$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p')
+    [ -z "$interp" ] || exporter_copy "$WORK/pkg/libc6" "$interp" "$rootfs"
+    for lib in "${needed[@]}"; do tools_lib "$lib" "$rootfs"; done
+  done
+  # busybox's applets the scripts use, as links (sh first: the Jobs run /bin/sh -c)
+  for bin in sh awk cat cut date echo env grep head ls mkdir mktemp mv printf rm sed sha256sum sleep sort tail tee test tr wc; do
+    ln -s busybox "$rootfs/bin/$bin"
+  done
+  # the CA bundle, as ca-certificates' postinst (update-ca-certificates) would write it
+  find "$WORK/pkg/ca-certificates/usr/share/ca-certificates" -name '*.crt' -print0 | sort -z \
+    | xargs -0 cat > "$rootfs/etc/ssl/certs/ca-certificates.crt"
+  for pkg in "${TOOLS_PACKAGES[@]}"; do
+    install -D -m 0644 "$WORK/pkg/$pkg/usr/share/doc/$pkg/copyright" "$rootfs/usr/share/doc/$pkg/copyright"
+  done
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:%s:%s:nobody:/tmp:/sbin/nologin\n' \
+    "$EXPORTER_UID" "$EXPORTER_UID" > "$rootfs/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:%s:\n' "$EXPORTER_UID" > "$rootfs/etc/group"
+  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
+  : > "$rootfs/etc/resolv.conf"
+  : > "$rootfs/etc/hostname"
+  # each must start as the image's user with nothing but the rootfs: a missing library fails here
+  for bin in "/usr/bin/rclone version" "/usr/bin/zstd --version" "/usr/bin/age --version" "/bin/sh -c true"; do
+    # shellcheck disable=SC2086 # a command and its argument
+    if ! text=$(chroot --userspec="$EXPORTER_UID:$EXPORTER_UID" "$rootfs" $bin 2>&1); then
+      die "$bin does not run as $EXPORTER_UID in the rootfs: $text"
+    fi
+  done
+  say "packing ${IMAGE_REF[$name]} ($(paste -sd, "$WORK/packages" | sed 's/,/, /g'); $(du -sm "$rootfs" | cut -f1) MiB rootfs)"
+  pack "$rootfs" "$WORK/image.tar" "$name" \
+    --entrypoint '["/bin/sh"]' --user "$EXPORTER_UID:$EXPORTER_UID" \
+    --label "org.opencontainers.image.title=backup-tools" \
+    --label "org.opencontainers.image.description=rclone, zstd, age and busybox from Debian $DEBIAN_SUITE (the operator's backup shipping and fetching)"
+  mv "$WORK/packages" "${out%.tar}.packages"
+  mv "$WORK/image.tar" "$out"
+  end_build "$name" "$out"
+  say "built: ${IMAGE_REF[$name]} $out in $((SECONDS - started)) s"
+}
+
+# --- seaweedfs ---------------------------------------------------------------------------------
+
+# SeaweedFS' weed from the Go module proxy: a throwaway module requires it at
+# SEAWEEDFS_VERSION and `go build` (CGO off: one static binary) puts it alone in the image.
+# The Go build cache and module cache are the caller's (a rebuild after a key change is quick).
+build_seaweedfs() {
+  local name=seaweedfs out
+  out=$(image_path "$name")
+  if [ -f "$out" ]; then
+    say "cached: ${IMAGE_REF[$name]} $out"
+    return 0
+  fi
+  command -v go >/dev/null || die "Go is needed to build the $name image"
+  begin_build "$name"
+  umask 022
+  local rootfs="$WORK/rootfs" started=$SECONDS mod="$WORK/module" pid text
+  mkdir -p "$mod"
+  printf 'module local/seaweedfs-build\n\ngo 1.24\n\nrequire github.com/seaweedfs/seaweedfs %s\n' \
+    "$SEAWEEDFS_VERSION" > "$mod/go.mod"
+  say "building SeaweedFS $SEAWEEDFS_VERSION from the Go module proxy (first time only, several minutes)"
+  (
+    cd "$mod"
+    export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+    go build -v -trimpath -ldflags "-s -w" -o "$WORK/weed" github.com/seaweedfs/seaweedfs/weed \
+      > "$WORK/build.log" 2>&1
+  ) &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 30
+    kill -0 "$pid" 2>/dev/null || break
+    say "  still building SeaweedFS ($(grep -c . "$WORK/build.log") packages so far)"
+  done
+  if ! wait "$pid"; then
+    tail -n 30 "$WORK/build.log" >&2
+    die "the SeaweedFS build failed"
+  fi
+  install -d -m 0755 "$rootfs" "$rootfs/usr/bin" "$rootfs/etc" "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" \
+    "$rootfs/data"
+  install -d -m 1777 "$rootfs/tmp"
+  install -m 0755 "$WORK/weed" "$rootfs/usr/bin/weed"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:%s:%s:nobody:/data:/sbin/nologin\n' \
+    "$EXPORTER_UID" "$EXPORTER_UID" > "$rootfs/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:%s:\n' "$EXPORTER_UID" > "$rootfs/etc/group"
+  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
+  : > "$rootfs/etc/resolv.conf"
+  : > "$rootfs/etc/hostname"
+  if ! text=$(chroot --userspec="$EXPORTER_UID:$EXPORTER_UID" "$rootfs" /usr/bin/weed version 2>&1); then
+    die "weed does not run as $EXPORTER_UID in the rootfs: $text"
+  fi
+  say "runs as $EXPORTER_UID: $(tr -s ' \n' ' ' <<<"$text" | cut -c1-100)"
+  pack "$rootfs" "$WORK/image.tar" "$name" \
+    --entrypoint '["/usr/bin/weed"]' --user "$EXPORTER_UID:$EXPORTER_UID" --expose 8333/tcp \
+    --label "org.opencontainers.image.title=seaweedfs" \
+    --label "org.opencontainers.image.description=SeaweedFS weed (S3 gateway, filer, master, volume) built from the Go module proxy" \
+    --label "org.opencontainers.image.version=$SEAWEEDFS_VERSION" \
+    --label "org.opencontainers.image.url=https://github.com/seaweedfs/seaweedfs"
+  mv "$WORK/image.tar" "$out"
+  end_build "$name" "$out"
+  say "built: ${IMAGE_REF[$name]} $out in $((SECONDS - started)) s"
+}
+
 # --- import ------------------------------------------------------------------------------------
 
 # Imports image $1 into the containerd at $2 (namespace k8s.io), unless the image there is
@@ -709,13 +898,13 @@ import_image() {
 # the image names an argument stands for (validated: a failure inside $(...) in a for list
 # would go unnoticed)
 names_for() {
-  if [ "$1" = all ]; then echo pause mariadb mysql mysqld-exporter; else echo "$1"; fi
+  if [ "$1" = all ]; then echo pause mariadb mysql mysqld-exporter backup-tools seaweedfs; else echo "$1"; fi
 }
 
 main() {
   local cmd=${1:-} name
   case $cmd in
-    pause | mariadb | mysql | mysqld-exporter | all)
+    pause | mariadb | mysql | mysqld-exporter | backup-tools | seaweedfs | all)
       for name in $(names_for "$cmd"); do "build_${name//-/_}"; done
       ;;
     path)

@@ -38,3 +38,28 @@ def test_a_jobs_latest_pod_speaks_for_it() -> None:
 def test_job_state(conditions: list[dict[str, str]], state: str) -> None:
     assert jobs.job_state({"status": {"conditions": conditions}}) == state
     assert jobs.job_state({}) == "absent"
+
+
+def two_containers(init_exit: int, init_message: str, main: dict[str, Any] | None) -> dict[str, Any]:
+    """A pod whose init container (a backup's dump) ran before its container (the shipping)."""
+    init = {"state": {"terminated": {"exitCode": init_exit, "message": init_message}}}
+    status: dict[str, Any] = {"initContainerStatuses": [init]}
+    if main is not None:
+        status["containerStatuses"] = [{"state": {"terminated": main}}]
+    return {"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}, "status": status}
+
+
+def test_a_failed_init_container_speaks_for_its_pod() -> None:
+    failed_dump = two_containers(1, "backup of db failed: mysqldump failed", None)
+    assert jobs.termination_message([failed_dump]) == "backup of db failed: mysqldump failed"
+    assert jobs.exit_code([failed_dump]) == 1
+
+
+def test_after_a_dump_the_shipping_container_speaks_for_its_pod() -> None:
+    summary = "file=x.sql size=10 tables=2 rows=7 object=s3://b/ns/a/x.sql.zst.age stored=4"
+    shipped = two_containers(0, "file=x.sql size=10 tables=2 rows=7", {"exitCode": 0, "message": summary})
+    assert jobs.termination_message([shipped]) == summary
+    assert jobs.figures(summary) == {"size": 10, "tables": 2, "rows": 7, "stored": 4,
+                                     "object": "s3://b/ns/a/x.sql.zst.age"}
+    refused = two_containers(0, "file=x.sql size=10", {"exitCode": 1, "message": "could not write s3://b/x"})
+    assert jobs.termination_message([refused]) == "could not write s3://b/x"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_FIGURE = re.compile(r"\b(size|tables|rows)=([0-9]+)\b")
+_FIGURE = re.compile(r"\b(size|tables|rows|stored)=([0-9]+)\b")
+_OBJECT = re.compile(r"\bobject=(s3://\S+)")
 
 
 def _conditions(job: Any) -> set[str]:
@@ -36,14 +37,22 @@ def job_state(job: Any) -> str:
 
 
 def _terminated(pod: Any) -> dict[str, Any]:
+    """The termination record that speaks for a pod: the first of its containers (init
+    containers first: a backup pod's dump runs before its shipping container) that failed,
+    else the last one that terminated."""
     if not isinstance(pod, dict):
         return {}
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        state = ((status.get("state") or {}).get("terminated")
-                 or (status.get("lastState") or {}).get("terminated"))
+    status = pod.get("status") or {}
+    ended = []
+    containers = ((status.get("initContainerStatuses") or [])
+                  + (status.get("containerStatuses") or []))
+    for container in containers:
+        state = ((container.get("state") or {}).get("terminated")
+                 or (container.get("lastState") or {}).get("terminated"))
         if state:
-            return dict(state)
-    return {}
+            ended.append(dict(state))
+    failed = [state for state in ended if state.get("exitCode") not in (0, None)]
+    return failed[0] if failed else (ended[-1] if ended else {})
 
 
 def _latest_terminated(pods: Any) -> dict[str, Any]:
@@ -73,9 +82,14 @@ def exit_code(pods: Any) -> int | None:
     return int(code) if code is not None else None
 
 
-def figures(message: Any) -> dict[str, int]:
-    """The figures (size, tables, rows) a script's summary line names."""
-    return {key: int(value) for key, value in _FIGURE.findall(str(message or ""))}
+def figures(message: Any) -> dict[str, Any]:
+    """The figures (size, tables, rows; stored, the bytes in a bucket) a script's summary
+    line names, and the bucket object it names (object, an s3:// URL)."""
+    found: dict[str, Any] = {key: int(value) for key, value in _FIGURE.findall(str(message or ""))}
+    url = _OBJECT.search(str(message or ""))
+    if url:
+        found["object"] = url.group(1)
+    return found
 
 
 class FilterModule:

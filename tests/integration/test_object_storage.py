@@ -1,0 +1,337 @@
+"""Backups in an S3-compatible bucket (spec.backup.s3), on both server images, against the
+local cluster's real object store (SeaweedFS, `cluster/cluster.sh object-store`): scheduled
+and on-demand backups shipped compressed and encrypted, verified, and read back from the
+bucket by a client of the test's own; the loss of the node (the instance deleted, its
+volumes and their directories removed) followed by a new instance in another namespace that
+restores every row from the bucket; a backup that cannot reach the bucket (wrong
+credentials) failing with the bucket named; and a restore without the key refused.
+
+One operator watches both namespaces of the module. The store's credentials are copied into
+the module's namespaces as a Secret; the age identity is made here (random bytes, bech32).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import harness, kube
+from tests.integration import operator_harness as oh
+
+SERVERS = oh.SERVERS
+PASSWORD = "otuspassword"
+DATABASE = "otus-database"
+STORE_NAMESPACE = "object-store"
+ENDPOINT = "http://seaweedfs.object-store.svc.cluster.local:8333"
+BUCKET = "backups"
+TOOLS_IMAGE = "localhost/backup-tools:bookworm"
+REPO = Path(__file__).resolve().parents[2]
+
+_BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+
+
+def _polymod(values: list[int]) -> int:
+    generator = [0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3]
+    check = 1
+    for value in values:
+        top = check >> 25
+        check = (check & 0x1FFFFFF) << 5 ^ value
+        for i in range(5):
+            check ^= generator[i] if (top >> i) & 1 else 0
+    return check
+
+
+def age_identity() -> str:
+    """A new age X25519 identity (AGE-SECRET-KEY-1...): 32 random bytes, bech32-encoded."""
+    hrp = "age-secret-key-"
+    bits, acc, data = 0, 0, []
+    for byte in secrets.token_bytes(32):
+        acc = (acc << 8) | byte
+        bits += 8
+        while bits >= 5:
+            bits -= 5
+            data.append((acc >> bits) & 31)
+    if bits:
+        data.append((acc << (5 - bits)) & 31)
+    expanded = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
+    mod = _polymod(expanded + data + [0] * 6) ^ 1
+    checksum = [(mod >> 5 * (5 - i)) & 31 for i in range(6)]
+    return (hrp + "1" + "".join(_BECH32[d] for d in data + checksum)).upper()
+
+
+@dataclass
+class Store:
+    cluster: harness.Cluster
+    ns: str  # where the instances back up from
+    dr_ns: str  # where an instance restores after the loss of the node
+    operator: harness.Operator
+
+
+def secret(ns: str, name: str, data: dict[str, str]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns},
+                       "type": "Opaque", "stringData": data})
+
+
+def s3_backup(ns: str, credentials: str = "s3-creds", **extra: Any) -> dict[str, Any]:
+    return {"verify": True, "encryptionSecret": "backup-key",
+            "s3": {"endpoint": ENDPOINT, "bucket": BUCKET, "credentialsSecret": credentials, **extra}}
+
+
+@pytest.fixture(scope="module")
+def store(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    if not cluster.local:
+        pytest.skip("the object store is the local cluster's (cluster/cluster.sh object-store)")
+    print(">> the local cluster's object store (SeaweedFS)", flush=True)
+    subprocess.run([str(REPO / "cluster" / "cluster.sh"), "object-store"], check=True, stdout=subprocess.DEVNULL)
+    found = cluster.get("-n", STORE_NAMESPACE, "secret", "seaweedfs-s3")["data"]
+    credentials = {key: base64.b64decode(value).decode() for key, value in found.items()}
+    identity = age_identity()
+    with oh.module_namespace(cluster, "objects") as ns, oh.module_namespace(cluster, "objects-dr") as dr_ns, \
+            oh.operator_in(cluster, f"{ns},{dr_ns}", tmp_path_factory.mktemp("objects-operator")) as operator:
+        for where in (ns, dr_ns):
+            cluster.apply(secret(where, "s3-creds", credentials))
+            cluster.apply(secret(where, "backup-key", {"identity": identity}))
+            cluster.apply(secret(where, "s3-wrong", {"AWS_ACCESS_KEY_ID": credentials["AWS_ACCESS_KEY_ID"],
+                                                     "AWS_SECRET_ACCESS_KEY": "not-" + credentials["AWS_SECRET_ACCESS_KEY"]}))
+        for server in SERVERS:
+            cluster.apply(oh.mysql_object(server.name("s3"), ns, image=server.image,
+                                          backup={**s3_backup(ns), "schedule": "* * * * *", "keep": 2}))
+        try:
+            for server in SERVERS:
+                oh.wait_successful(cluster, ns, server.name("s3"), operator)
+                oh.wait_ready(cluster, ns, server.name("s3"))
+            yield Store(cluster, ns, dr_ns, operator)
+        except BaseException:
+            print(oh.diagnostics(cluster, ns, operator))
+            print(oh.diagnostics(cluster, dr_ns, None))
+            raise
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+def sql(cluster: harness.Cluster, ns: str, name: str, statement: str) -> str:
+    """SQL in the server's pod as the seed walkthrough runs it (kubectl exec, mysql -p)."""
+    pods = [p for p in cluster.get("-n", ns, "pods", "-l", f"app={name}")["items"]
+            if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Running"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return cluster.kubectl("-n", ns, "exec", pods[0]["metadata"]["name"], "--", "mysql", "-uroot",
+                           f"-p{PASSWORD}", "-N", "-B", DATABASE, "-e", statement, timeout=300).stdout
+
+
+def record(cluster: harness.Cluster, ns: str, name: str) -> dict[str, Any]:
+    return dict(cluster.get("-n", ns, "mysqlbackups.otus.homework", name))
+
+
+def records(cluster: harness.Cluster, ns: str, instance: str) -> list[dict[str, Any]]:
+    return [r for r in cluster.get("-n", ns, "mysqlbackups.otus.homework")["items"]
+            if r["spec"]["instance"] == instance]
+
+
+def verified(obj: dict[str, Any]) -> str:
+    return str((oh.condition(obj, "Verified") or {}).get("status", ""))
+
+
+def wait_decided(s: Store, name: str, timeout: float = 600) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+
+    def decided() -> bool:
+        if not s.operator.alive():
+            raise AssertionError(f"the operator exited:\n{s.operator.log()[-6000:]}")
+        obj = record(s.cluster, s.ns, name)
+        state = obj.get("status", {}).get("state")
+        if state == "Failed" or (state == "Complete" and verified(obj) in ("True", "False")):
+            found.update(obj)
+            return True
+        return False
+
+    s.cluster.wait_for(decided, timeout=timeout, what=f"MySQLBackup {s.ns}/{name} to be decided", interval=1)
+    return found
+
+
+def bucket_client(s: Store, ns: str, name: str, script: str) -> str:
+    """Run `script` in the backup-tools image with the store's credentials (rclone's :s3:
+    remote) and the age identity in $AGE_IDENTITY; its log."""
+    env: list[dict[str, Any]] = [
+           {"name": "RCLONE_S3_PROVIDER", "value": "Other"},
+           {"name": "RCLONE_S3_ENDPOINT", "value": ENDPOINT},
+           {"name": "HOME", "value": "/tmp"},
+           {"name": "RCLONE_S3_ACCESS_KEY_ID",
+            "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}}},
+           {"name": "RCLONE_S3_SECRET_ACCESS_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}}},
+           {"name": "AGE_IDENTITY", "valueFrom": {"secretKeyRef": {"name": "backup-key", "key": "identity"}}}]
+    s.cluster.apply(kube.shell_job(ns, name, "set -eu\n" + script, env=env, image=TOOLS_IMAGE))
+    s.cluster.wait_job(ns, name, timeout=300)
+    return s.cluster.job_logs(ns, name)
+
+
+def bucket_listing(s: Store, ns: str, name: str, prefix: str) -> list[str]:
+    out = bucket_client(s, ns, name, f'rclone --config "" -q lsf -R ":s3:{BUCKET}/{prefix}"')
+    return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+def test_scheduled_and_on_demand_backups_reach_the_bucket_encrypted_and_verified(store: Store) -> None:
+    """Each backup, scheduled or on demand, is Complete and Verified only with its object in
+    the bucket; a client of the test's own finds it there, cannot read it without the key
+    (an age file, not zstd), and reads the rows back with it."""
+    s = store
+
+    def one(server: oh.Server) -> None:
+        name = server.name("s3")
+        sql(s.cluster, s.ns, name, "CREATE TABLE kept (id INT PRIMARY KEY, v VARCHAR(40)); "
+                                   "INSERT INTO kept VALUES (1, 'one'), (2, 'two'), (3, 'three');")
+        s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                    "metadata": {"name": f"{name}-now", "namespace": s.ns},
+                                    "spec": {"instance": name}}))
+        done = wait_decided(s, f"{name}-now")
+        status = done["status"]
+        assert status["state"] == "Complete", status
+        assert verified(done) == "True", status
+        assert status["object"] == f"s3://{BUCKET}/{s.ns}/{name}/{name}-now.sql.zst.age", status
+        assert int(status["stored"]) > 0 and int(status["size"]) > int(status["stored"]), status
+
+        def scheduled_complete() -> bool:
+            return any(r["spec"].get("job") and r.get("status", {}).get("state") == "Complete"
+                       and verified(r) == "True" for r in records(s.cluster, s.ns, name))
+        s.cluster.wait_for(scheduled_complete, timeout=420, what=f"a verified scheduled backup of {name}")
+        complete = [r for r in records(s.cluster, s.ns, name) if r.get("status", {}).get("state") == "Complete"]
+        objects = bucket_listing(s, s.ns, f"{name}-ls", f"{s.ns}/{name}")
+        for r in complete:
+            assert r["status"]["object"].rsplit("/", 1)[1] in objects, (r["status"], objects)
+            assert f"{r['status']['file']}.figures.zst.age" in objects, (r["status"], objects)
+        print(f">> {server.key}: {len(complete)} complete backups, {len(objects)} objects in the bucket: {objects}")
+
+        out = bucket_client(s, s.ns, f"{name}-read", f"""
+            obj=":s3:{BUCKET}/{s.ns}/{name}/{name}-now.sql.zst.age"
+            printf '%s\\n' "$AGE_IDENTITY" > /tmp/identity
+            echo "header=$(rclone --config "" -q cat --head 21 "$obj")"
+            if rclone --config "" -q cat "$obj" | zstd -q -d -c > /dev/null 2>&1; then echo plain=readable; else echo plain=unreadable; fi
+            echo "rows=$(rclone --config "" -q cat "$obj" | age -d -i /tmp/identity | zstd -q -d -c | grep -c "(3,'three')")"
+        """)
+        assert "header=age-encryption.org/v1" in out, out
+        assert "plain=unreadable" in out, out
+        assert "rows=1" in out, out
+
+    oh.for_each_server(one)
+
+
+def test_after_the_loss_of_the_node_an_instance_in_another_namespace_restores_from_the_bucket(
+        store: Store) -> None:
+    """The instance is deleted (its backup at deletion goes to the bucket), then its data and
+    backup volumes and their directories on the node are removed: nothing of it is left in
+    the cluster. A new instance in another namespace names the file in the bucket (prefix of
+    the lost one) and has every row back, the rows written after the last scheduled backup
+    included."""
+    s = store
+
+    def one(server: oh.Server) -> None:
+        name = server.name("s3")
+        sql(s.cluster, s.ns, name, "CREATE TABLE late (id INT PRIMARY KEY); INSERT INTO late VALUES (7), (8);")
+        expected = sql(s.cluster, s.ns, name, "SELECT COUNT(*) FROM kept; SELECT COUNT(*) FROM late;")
+        s.cluster.kubectl("-n", s.ns, "delete", "mysql", name, "--wait=true", "--timeout=420s", timeout=460)
+        at_deletion = [r for r in records(s.cluster, s.ns, name) if not r["spec"].get("job")
+                       and r["spec"].get("file") and r.get("status", {}).get("state") == "Complete"]
+        assert at_deletion, [r.get("status") for r in records(s.cluster, s.ns, name)]
+        file = at_deletion[0]["spec"]["file"]
+        # the node is lost: the volumes and their directories go
+        s.cluster.kubectl("-n", s.ns, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}",
+                          "--wait=true", "--timeout=120s", timeout=160)
+        s.cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-name={name},otus.homework/mysql-namespace={s.ns}",
+                          "--wait=true", "--timeout=120s", timeout=160)
+        for kind in ("data", "backups"):
+            for path in (oh.HOSTPATH_BASE / kind / s.ns).glob(f"{name}*"):
+                shutil.rmtree(path)
+        assert not list((oh.HOSTPATH_BASE / "backups" / s.ns).glob(f"{name}*"))
+
+        s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, restore_from=file,
+                                        backup=s3_backup(s.dr_ns, prefix=f"{s.ns}/{name}")))
+        oh.wait_successful(s.cluster, s.dr_ns, name, s.operator, timeout=600)
+        oh.wait_ready(s.cluster, s.dr_ns, name)
+        assert sql(s.cluster, s.dr_ns, name, "SELECT COUNT(*) FROM kept; SELECT COUNT(*) FROM late;") == expected
+        print(f">> {server.key}: restored {file} from the bucket into {s.dr_ns}/{name}: {expected.split()}")
+
+    oh.for_each_server(one)
+
+
+def test_a_backup_that_cannot_write_to_the_bucket_fails_naming_it(store: Store) -> None:
+    """Wrong credentials: the backup is Failed, not Complete, and the Failure and the Warning
+    Event name the bucket and the server's refusal; the key is not needed to say so."""
+    s = store
+    server = SERVERS[0]
+    name = server.name("wrong")
+    s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, backup=s3_backup(s.dr_ns, "s3-wrong")))
+    oh.wait_successful(s.cluster, s.dr_ns, name, s.operator)
+    oh.wait_ready(s.cluster, s.dr_ns, name)
+    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                "metadata": {"name": f"{name}-now", "namespace": s.dr_ns},
+                                "spec": {"instance": name}}))
+
+    def failed() -> bool:
+        got = record(s.cluster, s.dr_ns, f"{name}-now")
+        return bool(got.get("status", {}).get("state") == "Failed")
+    s.cluster.wait_for(failed, timeout=420, what="the backup with wrong credentials to fail")
+    got = record(s.cluster, s.dr_ns, f"{name}-now")
+    assert f"s3://{BUCKET}/{s.dr_ns}/{name}" in got["status"]["message"], got["status"]
+    assert "SignatureDoesNotMatch" in got["status"]["message"], got["status"]
+    warnings = oh.wait_warning(s.cluster, s.dr_ns, f"{name}-now", lambda m: f"s3://{BUCKET}/" in m)
+    assert any("SignatureDoesNotMatch" in m for m in warnings), warnings
+    print(f">> wrong credentials: {got['status']['message'][:300]}")
+
+
+def test_a_restore_from_the_bucket_without_the_key_is_refused_naming_it(store: Store) -> None:
+    """An instance whose spec names no key cannot read an encrypted backup: its restore Job
+    fails, and the Failure says the object is encrypted; no server starts on empty data as
+    if it had been restored."""
+    s = store
+    server = SERVERS[0]
+    lost = server.name("s3")
+    files = [r["spec"]["file"] for r in records(s.cluster, s.ns, lost)
+             if not r["spec"].get("job") and r["spec"].get("file")]
+    if not files:
+        pytest.skip("needs the backup taken at deletion by the node-loss test")
+    name = server.name("nokey")
+    backup = s3_backup(s.dr_ns, prefix=f"{s.ns}/{lost}")
+    del backup["encryptionSecret"]
+    s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, restore_from=files[0], backup=backup))
+
+    def refused() -> bool:
+        got = s.cluster.get("-n", s.dr_ns, "mysql", name)
+        failure = oh.condition(got, "Failure") or {}
+        return "is encrypted" in str(failure.get("message", ""))
+    s.cluster.wait_for(refused, timeout=420, what="the restore without the key to be refused")
+    got = s.cluster.get("-n", s.dr_ns, "mysql", name)
+    message = str((oh.condition(got, "Failure") or {}).get("message"))
+    assert f"s3://{BUCKET}/{s.ns}/{lost}/{files[0]}.zst.age is encrypted" in message, message
+    print(f">> restore without the key: {message[:300]}")
+
+
+def test_no_credential_or_key_reached_a_log_event_or_pod_spec(store: Store) -> None:
+    """The store's secret key and the age identity are in no Event, no pod spec, no operator
+    log line and no runner artifact of the module."""
+    s = store
+    found = s.cluster.get("-n", STORE_NAMESPACE, "secret", "seaweedfs-s3")["data"]
+    secret_key = base64.b64decode(found["AWS_SECRET_ACCESS_KEY"]).decode()
+    identity = base64.b64decode(s.cluster.get("-n", s.ns, "secret", "backup-key")["data"]["identity"]).decode()
+    texts = [s.operator.log()]
+    for ns in (s.ns, s.dr_ns):
+        texts.append(s.cluster.kubectl("-n", ns, "get", "events,pods,jobs,cronjobs,mysqls,mysqlbackups",
+                                       "-o", "json").stdout)
+    workdir = Path(s.operator.log_path).parent
+    for path in workdir.rglob("*"):
+        if path.is_file() and path.stat().st_size < 20_000_000:
+            texts.append(path.read_text(errors="replace"))
+    for label, value in (("the store's secret key", secret_key), ("the age identity", identity)):
+        leaks = sum(text.count(value) for text in texts)
+        assert leaks == 0, f"{label} appears {leaks} times"
+    print(f">> no credential or key in {len(texts)} logs, artifacts and object listings")

@@ -1,0 +1,72 @@
+"""mysql_common's filter_plugins/mysql_objects.py: the bucket a spec names, and the
+container and volumes that ship a backup there or fetch it back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests import sources
+
+ROOT = Path(__file__).resolve().parents[2]
+objects = sources.load(ROOT / "roles/mysql_common/filter_plugins/mysql_objects.py", "mysql_objects")
+
+SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
+
+
+def test_no_bucket_is_the_backup_volume_alone() -> None:
+    assert objects.backup_target({}, "ns", "db") == {}
+    assert objects.backup_target({"schedule": "@daily", "keep": 3}, "ns", "db") == {}
+    assert objects.backup_target(None, "ns", "db") == {}
+    assert objects.objects_volumes({}) == []
+
+
+def test_the_object_spelling_and_the_sdk_spelling_name_the_same_target() -> None:
+    written = {"s3": {"endpoint": "https://s3.example", "bucket": "b", "credentialsSecret": "creds",
+                      "insecureSkipTLSVerify": True}, "encryptionSecret": "key"}
+    handed = {"s3": {"endpoint": "https://s3.example", "bucket": "b", "credentials_secret": "creds",
+                     "insecure_skip_tls_verify": True}, "encryption_secret": "key"}
+    target = objects.backup_target(written, "ns", "db")
+    assert target == objects.backup_target(handed, "ns", "db")
+    assert target["prefix"] == "ns/db"
+    assert target["region"] == "us-east-1"
+    assert target["insecure"] is True
+    assert target["encryption_secret"] == "key"
+    assert target["url"] == "s3://b/ns/db"
+
+
+def test_a_given_prefix_loses_its_outer_slashes() -> None:
+    target = objects.backup_target({"s3": {"endpoint": "http://e:8333", "bucket": "b", "prefix": "/team/a/",
+                                           "region": "eu-west-1", "credentialsSecret": "c"}}, "ns", "db")
+    assert (target["prefix"], target["region"], target["encryption_secret"]) == ("team/a", "eu-west-1", "")
+
+
+def test_the_credentials_reach_the_container_as_secret_references_only() -> None:
+    target = objects.backup_target({"s3": {"endpoint": "http://e:8333", "bucket": "b", "credentialsSecret": "creds"},
+                                    "encryptionSecret": "key"}, "ns", "db")
+    container = objects.objects_container(target, "ship", "x.sql", "tools:1", SECURITY)
+    env = env_of(container)
+    assert env["MODE"] == "ship" and env["BACKUP_FILE"] == "x.sql"
+    assert env["RCLONE_S3_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "creds", "key": "AWS_ACCESS_KEY_ID"}}
+    assert env["RCLONE_S3_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "creds", "key": "AWS_SECRET_ACCESS_KEY"}}
+    assert env["RCLONE_NO_CHECK_CERTIFICATE"] == "false"
+    assert container["securityContext"] == SECURITY
+    assert container["command"][:2] == ["/bin/sh", "-c"] and "MODE" in container["command"][2]
+    assert {"name": "backup-key", "mountPath": "/keys", "readOnly": True} in container["volumeMounts"]
+    key = next(v for v in objects.objects_volumes(target) if v["name"] == "backup-key")
+    assert key["secret"]["secretName"] == "key"
+    assert key["secret"]["items"] == [{"key": "identity", "path": "identity"}]
+
+
+def test_a_scheduled_backup_is_named_after_its_job_and_a_prune_lists_its_files() -> None:
+    target = objects.backup_target({"s3": {"endpoint": "http://e", "bucket": "b", "credentialsSecret": "c"}}, "n", "d")
+    scheduled = env_of(objects.objects_container(target, "ship", "", "tools:1", SECURITY))
+    assert "BACKUP_FILE" not in scheduled
+    assert scheduled["JOB_NAME"] == {"fieldRef": {"fieldPath": "metadata.labels['job-name']"}}
+    pruned = env_of(objects.objects_container(target, "prune", ["a.sql", "b.sql"], "tools:1", SECURITY))
+    assert pruned["FILES"] == "a.sql\nb.sql"
+    assert [v["name"] for v in objects.objects_volumes(target)] == ["objects-tmp"]
