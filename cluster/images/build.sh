@@ -702,6 +702,18 @@ build_mysqld_exporter() {
   say "built: ${IMAGE_REF[$name]} $out in $((SECONDS - started)) s"
 }
 
+# runs_in_rootfs ROOTFS CMD...: runs CMD as EXPORTER_UID chrooted into ROOTFS, with /proc and
+# /dev as a container has them (rclone's splice support opens both as it starts), in a mount
+# namespace of its own, so nothing stays mounted; its output, and its exit status.
+runs_in_rootfs() {
+  local rootfs=$1
+  shift
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  unshare --mount --pid --fork sh -c 'mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" &&
+    rootfs=$1 user=$2 && shift 2 && exec chroot --userspec="$user" "$rootfs" "$@"' \
+    _ "$rootfs" "$EXPORTER_UID:$EXPORTER_UID" "$@" 2>&1
+}
+
 # --- backup-tools ------------------------------------------------------------------------------
 
 # "<package> <candidate version>" of TOOLS_PACKAGES; fails when one has none.
@@ -791,9 +803,7 @@ build_backup_tools() {
   # each must start as the image's user with nothing but the rootfs: a missing library fails here
   for bin in "/usr/bin/rclone version" "/usr/bin/zstd --version" "/usr/bin/age --version" "/bin/sh -c true"; do
     # shellcheck disable=SC2086 # a command and its argument
-    if ! text=$(chroot --userspec="$EXPORTER_UID:$EXPORTER_UID" "$rootfs" $bin 2>&1); then
-      die "$bin does not run as $EXPORTER_UID in the rootfs: $text"
-    fi
+    text=$(runs_in_rootfs "$rootfs" $bin) || die "$bin does not run as $EXPORTER_UID in the rootfs: $text"
   done
   say "packing ${IMAGE_REF[$name]} ($(paste -sd, "$WORK/packages" | sed 's/,/, /g'); $(du -sm "$rootfs" | cut -f1) MiB rootfs)"
   pack "$rootfs" "$WORK/image.tar" "$name" \
@@ -852,9 +862,7 @@ build_seaweedfs() {
   printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
   : > "$rootfs/etc/resolv.conf"
   : > "$rootfs/etc/hostname"
-  if ! text=$(chroot --userspec="$EXPORTER_UID:$EXPORTER_UID" "$rootfs" /usr/bin/weed version 2>&1); then
-    die "weed does not run as $EXPORTER_UID in the rootfs: $text"
-  fi
+  text=$(runs_in_rootfs "$rootfs" /usr/bin/weed version) || die "weed does not run as $EXPORTER_UID in the rootfs: $text"
   say "runs as $EXPORTER_UID: $(tr -s ' \n' ' ' <<<"$text" | cut -c1-100)"
   pack "$rootfs" "$WORK/image.tar" "$name" \
     --entrypoint '["/usr/bin/weed"]' --user "$EXPORTER_UID:$EXPORTER_UID" --expose 8333/tcp \
