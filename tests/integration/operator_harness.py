@@ -355,7 +355,8 @@ def secret_values(cluster: harness.Cluster, namespace: str) -> set[str]:
 def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) -> list[str]:
     """Where a Secret value of `namespace` appears (plain or base64) outside the Secrets: the
     operator's log, its runner artifacts (beside the log), the namespace's Events, the
-    MySQL, MySQLBackup and MySQLRestore objects' status, and the specs of its pods, Deployments and Jobs. A run's input
+    MySQL, MySQLBackup and MySQLRestore objects' status, and the specs of its pods, Deployments,
+    Jobs and CronJobs (with a bucket, their shipping containers). A run's input
     (env/extravars) counts only once the operator has stopped: while it runs, the file of a
     run in progress must merely be private to its owner."""
     places: dict[str, str] = {"operator log": operator.log()}
@@ -377,7 +378,7 @@ def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) 
     for kind in ("mysqls", "mysqlbackups", "mysqlrestores"):
         objects = cluster.get("-n", namespace, f"{kind}.otus.homework")["items"]
         places[f"{kind} status"] = json.dumps([o.get("status") for o in objects], ensure_ascii=False)
-    for kind in ("pods", "deployments", "jobs"):
+    for kind in ("pods", "deployments", "jobs", "cronjobs"):
         items = cluster.get("-n", namespace, kind)["items"]
         places[f"{kind} specs"] = json.dumps([i.get("spec") for i in items], ensure_ascii=False)
     for value in secret_values(cluster, namespace):

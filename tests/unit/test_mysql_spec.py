@@ -45,8 +45,8 @@ def test_a_good_spec_has_no_problem() -> None:
                                  " @daily, @weekly, @monthly, @yearly)."),
     ({"keep": 0}, "spec.backup.keep: 0 must be at least 1."),
     ({"keep": "abc"}, "spec.backup.keep: abc must be at least 1."),  # Jinja's int: 0
-    ({"restore_from": "Bad_Name"}, "spec.restore_from: 'Bad_Name' must be latest, none or the name of"
-                                   " a MySQLBackup."),
+    ({"restore_from": "Bad_Name"}, "spec.restore_from: 'Bad_Name' must be latest, none, the name of"
+                                   " a MySQLBackup or a backup file's name (<file>.sql)."),
 ])
 def test_each_problem_names_its_field(changes: dict[str, Any], problem: str) -> None:
     assert problems(**changes) == [problem]

@@ -21,7 +21,8 @@ from jinja2.filters import do_int
 _NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
 _DATABASE = r"^[A-Za-z0-9_$-]{1,64}$"
-_RESTORE_FROM = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+# a MySQLBackup's name (or latest, none), or a backup file's name in a bucket (<file>.sql)
+_RESTORE_FROM = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?|[A-Za-z0-9_][A-Za-z0-9_.-]*[.]sql)$"
 NAME_LIMIT = 40  # characters of metadata.name
 DATABASE_LIMIT = 64  # MySQL's limit on a database name, once the image escapes its '_'
 
@@ -73,8 +74,8 @@ def spec_problems(name: Any, *, password_set: bool, ref_set: bool, storage_size:
         problems.append(f"spec.backup.keep: {keep} must be at least 1.")
     restore_from = restore_from or "latest"
     if not _matches(_RESTORE_FROM, restore_from):
-        problems.append(f"spec.restore_from: '{restore_from}' must be latest, none or the"
-                        " name of a MySQLBackup.")
+        problems.append(f"spec.restore_from: '{restore_from}' must be latest, none, the"
+                        " name of a MySQLBackup or a backup file's name (<file>.sql).")
     return problems
 
 
