@@ -436,6 +436,15 @@ def fmt(value: Any, unit: str = 's') -> str:
     return f"{value:.2f}{unit}"
 
 
+def outages(r: dict[str, Any]) -> str:
+    """The availability scenario's cell: each image's longest outage per operation."""
+    def one(label: str, f: dict[str, Any]) -> str:
+        ops = ', '.join(f"{op} {s:.1f} s" for op, s in f['outage_s'].items())
+        image = label.partition(' ')[0]
+        return f"{image}: {ops} ({f['failed']}/{f['writes']} writes failed)"
+    return '; '.join(one(label, f) for label, f in r['availability']['images'].items())
+
+
 def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) -> str:
     designs = [d for d in LABELS if d in results]
     rows: list[tuple[str, list[str]]] = []
@@ -500,13 +509,10 @@ def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) ->
             lambda r: cps(r['idle_many']['idle']['cpu_s_per_object_min']
                           + r['idle']['periodic']['cpu_s_per_run'] * 60 / r['idle']['period_s']))
     if any('availability' in r for r in results.values()):
-        def outages(r: dict[str, Any]) -> str:
-            def one(label: str, f: dict[str, Any]) -> str:
-                ops = ', '.join(f"{op} {s:.1f} s" for op, s in f['outage_s'].items())
-                image = label.partition(' ')[0]
-                return f"{image}: {ops} ({f['failed']}/{f['writes']} writes failed)"
-            return '; '.join(one(label, f) for label, f in r['availability']['images'].items())
         row('availability: longest outage of a writing client per operation', outages)
+    if any('bucket' in r for r in results.values()):
+        row('bucket: backup and restore through an S3-compatible bucket',
+            lambda r: ' | '.join(r['bucket']['lines']))
     if any('soak' in r for r in results.values()):
         def soak(r: dict[str, Any]) -> str:
             samples = r['soak']['samples']
@@ -560,6 +566,28 @@ def availability_scenario(cluster: Cluster, design: str, args: argparse.Namespac
     return {'images': figures, 'passed': True}
 
 
+def bucket_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
+                    created: list[str]) -> dict[str, Any]:
+    """Backups in an S3-compatible bucket at a stated size: the object-storage test
+    (tests/integration/test_object_storage.py, both server images, the local cluster's
+    SeaweedFS) run with a table of ``--bucket-rows`` rows, its figures lines read back: each
+    image's on-demand backup (size, bytes in the bucket, time to dump, ship and read back)
+    and its restore after the loss of the node (time to fetch and load)."""
+    env = dict(os.environ, OBJECT_STORAGE_ROWS=str(args.bucket_rows))
+    if env.get('KUBECONFIG') == str(harness.LOCAL_KUBECONFIG):
+        env.pop('KUBECONFIG')
+    done = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-q', '-s',
+                           'tests/integration/test_object_storage.py'],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
+                          check=False)
+    lines = [line.strip().removeprefix('>> ') for line in done.stdout.splitlines()
+             if line.strip().removeprefix('>> ').startswith('bucket ')]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the object-storage test failed ({done.returncode}):\n"
+                           f"{done.stdout[-3000:]}")
+    return {'lines': lines, 'rows': args.bucket_rows, 'passed': True}
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument('--designs', default=','.join(LABELS),
@@ -576,8 +604,12 @@ def arguments() -> argparse.Namespace:
                         help='comma-separated, of: latency, unchanged, real, idle (ours only: '
                              'idle CPU per object, drift repair), availability (ours only: '
                              'longest outage of a writing client per day-2 operation, the '
-                             'availability test\'s figures), soak (memory over thousands of '
+                             'availability test\'s figures), bucket (ours only, not in the '
+                             'default: backup and restore times through an S3-compatible '
+                             'bucket at --bucket-rows), soak (memory over thousands of '
                              'runs; ours only, not in the default)')
+    parser.add_argument('--bucket-rows', type=int, default=1 << 18,
+                        help='rows (about 200 bytes each) of the bucket scenario\'s table')
     parser.add_argument('--idle-objects', type=int, default=20,
                         help='real instances for idle CPU and drift repair')
     parser.add_argument('--idle-many', type=int, default=500,
@@ -591,7 +623,7 @@ def arguments() -> argparse.Namespace:
     args.designs = args.designs.split(',')
     args.scenarios = args.scenarios.split(',')
     if unknown := set(args.scenarios) - {'latency', 'unchanged', 'real', 'idle', 'soak',
-                                         'availability'}:
+                                         'availability', 'bucket'}:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     if unknown := set(args.designs) - set(LABELS):
         parser.error(f"unknown designs: {', '.join(sorted(unknown))}")
@@ -615,6 +647,8 @@ def measure(cluster: Cluster, design: str, args: argparse.Namespace,
             scenarios.append(('idle_many', idle_many_scenario))
     if 'availability' in args.scenarios and design == 'ours':
         scenarios.append(('availability', availability_scenario))
+    if 'bucket' in args.scenarios and design == 'ours':
+        scenarios.append(('bucket', bucket_scenario))
     result: dict[str, Any] = {}
     for key, scenario in scenarios:
         try:

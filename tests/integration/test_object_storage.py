@@ -8,12 +8,18 @@ credentials) failing with the bucket named; and a restore without the key refuse
 
 One operator watches both namespaces of the module. The store's credentials are copied into
 the module's namespaces as a Secret; the age identity is made here (random bytes, bech32).
+Each image's figures line (`bucket <image>: ...`) gives the on-demand backup's size, its bytes
+in the bucket and its time (dump, ship, read back), and the restore Job's time after the loss
+of the node (fetch and load); `OBJECT_STORAGE_ROWS` adds a table of that many rows (about
+200 bytes each) before that backup, which the bench's `bucket` scenario sets.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -24,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests import harness, kube
+from tests import figures, harness, kube
 from tests.integration import operator_harness as oh
 
 SERVERS = oh.SERVERS
@@ -35,6 +41,9 @@ ENDPOINT = "http://seaweedfs.object-store.svc.cluster.local:8333"
 BUCKET = "backups"
 TOOLS_IMAGE = "localhost/backup-tools:bookworm"
 REPO = Path(__file__).resolve().parents[2]
+BULK_ROWS = int(os.environ.get("OBJECT_STORAGE_ROWS", "0"))
+# per image: the on-demand backup's figures (test 1), completed by the restore's (test 2)
+MEASURED: dict[str, dict[str, float]] = {}
 
 _BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 
@@ -179,6 +188,23 @@ def bucket_listing(s: Store, ns: str, name: str, prefix: str) -> list[str]:
     return sorted(line.strip() for line in out.splitlines() if line.strip())
 
 
+def seconds(start: str, end: str) -> float:
+    def parse(text: str) -> datetime.datetime:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (parse(end) - parse(start)).total_seconds()
+
+
+def fill_bulk(s: Store, name: str, rows: int) -> None:
+    """A table `bulk` of `rows` rows of about 200 bytes (doubling from one row)."""
+    sql(s.cluster, s.ns, name, "CREATE TABLE bulk (id BIGINT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(200)); "
+                               "INSERT INTO bulk (v) VALUES (REPEAT(MD5(RAND()), 6));")
+    count = 1
+    while count < rows:
+        sql(s.cluster, s.ns, name, "INSERT INTO bulk (v) SELECT REPEAT(MD5(RAND()), 6) FROM bulk "
+                                   f"LIMIT {min(count, rows - count)};")
+        count += min(count, rows - count)
+
+
 # --- tests -----------------------------------------------------------------------------------
 
 def test_scheduled_and_on_demand_backups_reach_the_bucket_encrypted_and_verified(store: Store) -> None:
@@ -222,6 +248,8 @@ def test_scheduled_and_on_demand_backups_reach_the_bucket_encrypted_and_verified
         s.cluster.wait_for(lambda: bucket_matches_records(2), timeout=240, interval=5,
                            what=f"the bucket to hold exactly the objects of {name}'s kept backups")
 
+        if BULK_ROWS:
+            fill_bulk(s, name, BULK_ROWS)
         s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
                                     "metadata": {"name": f"{name}-now", "namespace": s.ns},
                                     "spec": {"instance": name}}))
@@ -231,6 +259,8 @@ def test_scheduled_and_on_demand_backups_reach_the_bucket_encrypted_and_verified
         assert verified(done) == "True", status
         assert status["object"] == f"s3://{BUCKET}/{prefix}/{name}-now.sql.zst.age", status
         assert int(status["stored"]) > 0, status
+        MEASURED[server.key] = {"size": int(status["size"]), "stored": int(status["stored"]),
+                                "backup_s": seconds(status["startTime"], status["completionTime"])}
         s.cluster.wait_for(lambda: bucket_matches_records(2), timeout=240, interval=5,
                            what=f"the oldest of {name}'s backups to be pruned from the bucket too")
 
@@ -289,7 +319,15 @@ def test_after_the_loss_of_the_node_an_instance_in_another_namespace_restores_fr
         oh.wait_successful(s.cluster, s.dr_ns, name, s.operator, timeout=600)
         oh.wait_ready(s.cluster, s.dr_ns, name)
         assert sql(s.cluster, s.dr_ns, name, "SELECT COUNT(*) FROM kept; SELECT COUNT(*) FROM late;") == expected
-        print(f">> {server.key}: restored {file} from the bucket into {s.dr_ns}/{name}: {expected.split()}")
+        job = s.cluster.get("-n", s.dr_ns, "job", f"{name}-restore")["status"]
+        got = MEASURED.setdefault(server.key, {})
+        got["restore_s"] = seconds(job["startTime"], job["completionTime"])
+        line = (f"bucket {server.key} ({server.image}): on-demand backup of {got.get('size', 0) / 1e6:.1f} MB "
+                f"({BULK_ROWS} bulk rows), {got.get('stored', 0) / 1e6:.2f} MB in the bucket, "
+                f"{got.get('backup_s', 0):.0f} s to dump, ship and read back; restore Job after the loss "
+                f"of the node (fetch and load of the backup at deletion) {got['restore_s']:.0f} s")
+        print(f">> {line}")
+        figures.measured(line)
 
     oh.for_each_server(one)
 
