@@ -226,7 +226,7 @@ def test_scheduled_and_on_demand_backups_reach_the_bucket_encrypted_and_verified
                        and r.get("status", {}).get("state") == "Complete" and verified(r) == "True")
         s.cluster.wait_for(lambda: scheduled_verified() >= 2, timeout=480,
                            what=f"two verified scheduled backups of {name}")
-        s.cluster.kubectl("-n", s.ns, "patch", "mysql", name, "--type=merge",
+        s.cluster.kubectl("-n", s.ns, "patch", "mysqls.otus.homework", name, "--type=merge",
                           "-p", '{"spec":{"backup":{"schedule":null}}}')
 
         def settled() -> bool:
@@ -291,7 +291,7 @@ def test_after_the_loss_of_the_node_an_instance_in_another_namespace_restores_fr
         name = server.name("s3")
         sql(s.cluster, s.ns, name, "CREATE TABLE late (id INT PRIMARY KEY); INSERT INTO late VALUES (7), (8);")
         expected = sql(s.cluster, s.ns, name, "SELECT COUNT(*) FROM kept; SELECT COUNT(*) FROM late;")
-        s.cluster.kubectl("-n", s.ns, "delete", "mysql", name, "--wait=true", "--timeout=420s", timeout=460)
+        s.cluster.kubectl("-n", s.ns, "delete", "mysqls.otus.homework", name, "--wait=true", "--timeout=420s", timeout=460)
         # the record of the backup taken at deletion, once its run has verified the file
         at_deletion: list[dict[str, Any]] = []
 
@@ -374,11 +374,11 @@ def test_a_restore_from_the_bucket_without_the_key_is_refused_naming_it(store: S
     s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, restore_from=files[0], backup=backup))
 
     def refused() -> bool:
-        got = s.cluster.get("-n", s.dr_ns, "mysql", name)
+        got = s.cluster.get("-n", s.dr_ns, "mysqls.otus.homework", name)
         failure = oh.condition(got, "Failure") or {}
         return "is encrypted" in str(failure.get("message", ""))
     s.cluster.wait_for(refused, timeout=420, what="the restore without the key to be refused")
-    got = s.cluster.get("-n", s.dr_ns, "mysql", name)
+    got = s.cluster.get("-n", s.dr_ns, "mysqls.otus.homework", name)
     message = str((oh.condition(got, "Failure") or {}).get("message"))
     assert f"s3://{BUCKET}/{s.ns}/{lost}/{files[0]}.zst.age is encrypted" in message, message
     print(f">> restore without the key: {message[:300]}")
