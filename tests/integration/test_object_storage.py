@@ -197,10 +197,10 @@ def seconds(start: str, end: str) -> float:
 def fill_bulk(s: Store, name: str, rows: int) -> None:
     """A table `bulk` of `rows` rows of about 200 bytes (doubling from one row)."""
     sql(s.cluster, s.ns, name, "CREATE TABLE bulk (id BIGINT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(200)); "
-                               "INSERT INTO bulk (v) VALUES (REPEAT(MD5(RAND()), 6));")
+                               "INSERT INTO bulk (v) VALUES (REPEAT(SHA2(RAND(), 256), 3));")
     count = 1
     while count < rows:
-        sql(s.cluster, s.ns, name, "INSERT INTO bulk (v) SELECT REPEAT(MD5(RAND()), 6) FROM bulk "
+        sql(s.cluster, s.ns, name, "INSERT INTO bulk (v) SELECT REPEAT(SHA2(RAND(), 256), 3) FROM bulk "
                                    f"LIMIT {min(count, rows - count)};")
         count += min(count, rows - count)
 
