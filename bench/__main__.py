@@ -545,20 +545,25 @@ def report(results: dict[str, Any], context: dict[str, Any], many: int = 100) ->
     return '\n'.join(lines + notes)
 
 
+def run_test_module(module: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    """A test module run as ``make test`` runs it (its own namespace and operator, which it
+    removes), its output captured. The local cluster is the test's own (no KUBECONFIG);
+    another cluster is passed on."""
+    env = dict(os.environ, **env_vars)
+    if env.get('KUBECONFIG') == str(harness.LOCAL_KUBECONFIG):
+        env.pop('KUBECONFIG')
+    command = [sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-q', '-s', module]
+    return subprocess.run(command, cwd=REPO, env=env,  # noqa: S603 - the repository's own tests
+                          capture_output=True, text=True, timeout=3600, check=False)
+
+
 def availability_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
                           created: list[str]) -> dict[str, Any]:
     """What an application writing to the database sees during day-2 operations: the
-    availability test (tests/integration/test_availability.py, both server images, its own
-    namespace and operator, which it removes) run as it is in ``make test``, its figures
-    lines read back: each operation's longest run of failed writes, writes and failed ones.
-    The local cluster is the test's own (no KUBECONFIG); another cluster is passed on."""
-    env = dict(os.environ)
-    if env.get('KUBECONFIG') == str(harness.LOCAL_KUBECONFIG):
-        env.pop('KUBECONFIG')
-    done = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-q', '-s',
-                           'tests/integration/test_availability.py'],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
-                          check=False)
+    availability test (tests/integration/test_availability.py, both server images), its
+    figures lines read back: each operation's longest run of failed writes, writes and
+    failed ones."""
+    done = run_test_module('tests/integration/test_availability.py')
     figures = availability.read_figures(done.stdout)
     if done.returncode != 0 or not figures:
         raise RuntimeError(f"the availability test failed ({done.returncode}):\n"
@@ -573,13 +578,8 @@ def bucket_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
     SeaweedFS) run with a table of ``--bucket-rows`` rows, its figures lines read back: each
     image's on-demand backup (size, bytes in the bucket, time to dump, ship and read back)
     and its restore after the loss of the node (time to fetch and load)."""
-    env = dict(os.environ, OBJECT_STORAGE_ROWS=str(args.bucket_rows))
-    if env.get('KUBECONFIG') == str(harness.LOCAL_KUBECONFIG):
-        env.pop('KUBECONFIG')
-    done = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-q', '-s',
-                           'tests/integration/test_object_storage.py'],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
-                          check=False)
+    done = run_test_module('tests/integration/test_object_storage.py',
+                           OBJECT_STORAGE_ROWS=str(args.bucket_rows))
     # each line twice: as the test printed it, and in the summary's measured figures
     lines = list(dict.fromkeys(line.strip().removeprefix('>> ') for line in done.stdout.splitlines()
                                if line.strip().removeprefix('>> ').startswith('bucket ')))

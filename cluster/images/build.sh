@@ -150,14 +150,21 @@ apt_candidates() {
     | awk '/^[^ ]/ { pkg = $1; sub(/:$/, "", pkg) } $1 == "Candidate:" { print pkg, $2 }'
 }
 
+# "<package> <candidate version>" of each package named; fails when one has none.
+every_candidate() {
+  local candidates
+  candidates=$(apt_candidates "$@")
+  if [ "$(grep -cv '(none)' <<<"$candidates")" != "$#" ]; then
+    die "apt-cache lacks candidates (run apt-get update): ${candidates//$'\n'/, }"
+  fi
+  echo "$candidates"
+}
+
 # "<package> <candidate version>" of EXPORTER_PACKAGES; fails when one has none, or when
 # the exporter's upstream version is not EXPORTER_VERSION (the tag would lie).
 exporter_candidates() {
   local candidates version
-  candidates=$(apt_candidates "${EXPORTER_PACKAGES[@]}")
-  if [ "$(grep -cv '(none)' <<<"$candidates")" != "${#EXPORTER_PACKAGES[@]}" ]; then
-    die "apt-cache lacks candidates (run apt-get update): ${candidates//$'\n'/, }"
-  fi
+  candidates=$(every_candidate "${EXPORTER_PACKAGES[@]}")
   version=$(awk -v pkg="${EXPORTER_PACKAGES[0]}" '$1 == pkg { print $2 }' <<<"$candidates")
   version=${version#*:}
   version=${version%-*}
@@ -621,6 +628,21 @@ exporter_copy() {
   cp -p "$tree$path" "$rootfs$path"
 }
 
+# rootfs_etc ROOTFS HOME: the /etc a single-user image needs: root and nobody (uid/gid
+# EXPORTER_UID, home HOME) in passwd and group, hosts, and the files kubelet mounts over
+# (resolv.conf, hostname), all 0644.
+rootfs_etc() {
+  local rootfs=$1 home=$2
+  printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:%s:%s:nobody:%s:/usr/sbin/nologin\n' \
+    "$EXPORTER_UID" "$EXPORTER_UID" "$home" > "$rootfs/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:%s:\n' "$EXPORTER_UID" > "$rootfs/etc/group"
+  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
+  : > "$rootfs/etc/resolv.conf"
+  : > "$rootfs/etc/hostname"
+  chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group" "$rootfs/etc/hosts" "$rootfs/etc/resolv.conf" \
+    "$rootfs/etc/hostname"
+}
+
 # The binary, the interpreter and libraries it links (readelf: what ldd would load) from
 # libc6, the packages' copyright files, and the /etc a container needs: nobody's account,
 # and hosts/resolv.conf/hostname for the runtime to mount over.
@@ -641,47 +663,33 @@ exporter_rootfs() {
   for pkg in "${EXPORTER_PACKAGES[@]}"; do
     install -D -m 0644 "$WORK/pkg/$pkg/usr/share/doc/$pkg/copyright" "$rootfs/usr/share/doc/$pkg/copyright"
   done
-  printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:%s:%s:nobody:/nonexistent:/usr/sbin/nologin\n' \
-    "$EXPORTER_UID" "$EXPORTER_UID" > "$rootfs/etc/passwd"
-  printf 'root:x:0:\nnogroup:x:%s:\n' "$EXPORTER_UID" > "$rootfs/etc/group"
-  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
-  : > "$rootfs/etc/resolv.conf"
-  : > "$rootfs/etc/hostname"
-  chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group" "$rootfs/etc/hosts" "$rootfs/etc/resolv.conf" \
-    "$rootfs/etc/hostname"
+  rootfs_etc "$rootfs" /nonexistent
+}
+
+# begin_packed_build NAME: false (and says so) when image NAME's tarball is cached; else
+# checks what a build from unpacked .debs needs (root, readelf) and begins it (begin_build),
+# with umask 022: what the build writes must be readable by uid EXPORTER_UID.
+begin_packed_build() {
+  local name=$1 out
+  out=$(image_path "$name")
+  if [ -f "$out" ]; then
+    say "cached: ${IMAGE_REF[$name]} $out"
+    return 1
+  fi
+  [ "$(id -u)" = 0 ] || die "building the $name image needs root (root-owned files, chroot to run it as $EXPORTER_UID)"
+  command -v readelf >/dev/null || die "readelf is not installed (apt-get install binutils)"
+  begin_build "$name"
+  umask 022
 }
 
 build_mysqld_exporter() {
   local name=mysqld-exporter out
   out=$(image_path "$name")
-  if [ -f "$out" ]; then
-    say "cached: ${IMAGE_REF[$name]} $out"
-    return 0
-  fi
-  [ "$(id -u)" = 0 ] || die "building the $name image needs root (root-owned files, chroot to run it as $EXPORTER_UID)"
-  command -v readelf >/dev/null || die "readelf is not installed (apt-get install binutils)"
-  begin_build "$name"
-  # what the build writes must be readable by uid EXPORTER_UID, whatever the caller's umask
-  umask 022
+  begin_packed_build "$name" || return 0
   local rootfs="$WORK/rootfs" started=$SECONDS bin=/bin/mysqld_exporter candidates pkg version
-  local debs=() specs=() text
+  local text
   candidates=$(exporter_candidates)
-  while read -r pkg version; do specs+=("$pkg=$version"); done <<<"$candidates"
-  say "downloading ${specs[*]} with apt-get (this host's APT sources)"
-  mkdir -p "$WORK/debs" "$WORK/pkg"
-  if ! (cd "$WORK/debs" && apt-get -q -o APT::Sandbox::User=root \
-    -o Dir::Cache::pkgcache="$IMAGE_CACHE/apt-pkgcache.bin" -o Dir::Cache::srcpkgcache= \
-    download "${specs[@]}") > "$WORK/apt.log" 2>&1; then
-    tail -n 20 "$WORK/apt.log" >&2
-    die "apt-get download failed (log: $WORK/apt.log)"
-  fi
-  for pkg in "${EXPORTER_PACKAGES[@]}"; do
-    debs=("$WORK/debs/${pkg}_"*.deb)
-    if [ "${#debs[@]}" != 1 ] || [ ! -f "${debs[0]}" ]; then die "no single $pkg .deb in $WORK/debs"; fi
-    dpkg-deb -x "${debs[0]}" "$WORK/pkg/$pkg"
-    # shellcheck disable=SC2016 # dpkg-deb's format, not the shell's
-    dpkg-deb -W --showformat='${Package} ${Version}\n' "${debs[0]}" >> "$WORK/packages"
-  done
+  unpack_debs "$candidates"
   exporter_rootfs "$rootfs" "$bin"
   # it must start as the image's user with nothing but the rootfs: a missing library fails here
   if ! text=$(chroot --userspec="$EXPORTER_UID:$EXPORTER_UID" "$rootfs" "$bin" --version 2>&1); then
@@ -702,6 +710,29 @@ build_mysqld_exporter() {
   say "built: ${IMAGE_REF[$name]} $out in $((SECONDS - started)) s"
 }
 
+# unpack_debs CANDIDATES: downloads the "<package> <version>" lines of CANDIDATES with
+# apt-get (this host's APT sources) into $WORK/debs, unpacks each into $WORK/pkg/<package>
+# and lists "<package> <version>" in $WORK/packages.
+unpack_debs() {
+  local specs=() debs=() pkg version
+  while read -r pkg version; do specs+=("$pkg=$version"); done <<<"$1"
+  say "downloading ${specs[*]} with apt-get (this host's APT sources)"
+  mkdir -p "$WORK/debs" "$WORK/pkg"
+  if ! (cd "$WORK/debs" && apt-get -q -o APT::Sandbox::User=root \
+    -o Dir::Cache::pkgcache="$IMAGE_CACHE/apt-pkgcache.bin" -o Dir::Cache::srcpkgcache= \
+    download "${specs[@]}") > "$WORK/apt.log" 2>&1; then
+    tail -n 20 "$WORK/apt.log" >&2
+    die "apt-get download failed (log: $WORK/apt.log)"
+  fi
+  while read -r pkg version; do
+    debs=("$WORK/debs/${pkg}_"*.deb)
+    if [ "${#debs[@]}" != 1 ] || [ ! -f "${debs[0]}" ]; then die "no single $pkg .deb in $WORK/debs"; fi
+    dpkg-deb -x "${debs[0]}" "$WORK/pkg/$pkg"
+    # shellcheck disable=SC2016 # dpkg-deb's format, not the shell's
+    dpkg-deb -W --showformat='${Package} ${Version}\n' "${debs[0]}" >> "$WORK/packages"
+  done <<<"$1"
+}
+
 # runs_in_rootfs ROOTFS CMD...: runs CMD as EXPORTER_UID chrooted into ROOTFS, with /proc and
 # /dev as a container has them (rclone's splice support opens both as it starts), in a mount
 # namespace of its own, so nothing stays mounted; its output, and its exit status.
@@ -718,12 +749,7 @@ runs_in_rootfs() {
 
 # "<package> <candidate version>" of TOOLS_PACKAGES; fails when one has none.
 tools_candidates() {
-  local candidates
-  candidates=$(apt_candidates "${TOOLS_PACKAGES[@]}")
-  if [ "$(grep -cv '(none)' <<<"$candidates")" != "${#TOOLS_PACKAGES[@]}" ]; then
-    die "apt-cache lacks candidates (run apt-get update): ${candidates//$'\n'/, }"
-  fi
-  echo "$candidates"
+  every_candidate "${TOOLS_PACKAGES[@]}"
 }
 
 # tools_lib LIB ROOTFS: copies shared library LIB from whichever unpacked package has it.
@@ -742,33 +768,11 @@ tools_lib() {
 build_backup_tools() {
   local name=backup-tools out
   out=$(image_path "$name")
-  if [ -f "$out" ]; then
-    say "cached: ${IMAGE_REF[$name]} $out"
-    return 0
-  fi
-  [ "$(id -u)" = 0 ] || die "building the $name image needs root (root-owned files, chroot to run it as $EXPORTER_UID)"
-  command -v readelf >/dev/null || die "readelf is not installed (apt-get install binutils)"
-  begin_build "$name"
-  umask 022
+  begin_packed_build "$name" || return 0
   local rootfs="$WORK/rootfs" started=$SECONDS candidates pkg version bin tree interp lib text
-  local specs=() debs=() needed=()
+  local needed=()
   candidates=$(tools_candidates)
-  while read -r pkg version; do specs+=("$pkg=$version"); done <<<"$candidates"
-  say "downloading ${specs[*]} with apt-get (this host's APT sources)"
-  mkdir -p "$WORK/debs" "$WORK/pkg"
-  if ! (cd "$WORK/debs" && apt-get -q -o APT::Sandbox::User=root \
-    -o Dir::Cache::pkgcache="$IMAGE_CACHE/apt-pkgcache.bin" -o Dir::Cache::srcpkgcache= \
-    download "${specs[@]}") > "$WORK/apt.log" 2>&1; then
-    tail -n 20 "$WORK/apt.log" >&2
-    die "apt-get download failed (log: $WORK/apt.log)"
-  fi
-  for pkg in "${TOOLS_PACKAGES[@]}"; do
-    debs=("$WORK/debs/${pkg}_"*.deb)
-    if [ "${#debs[@]}" != 1 ] || [ ! -f "${debs[0]}" ]; then die "no single $pkg .deb in $WORK/debs"; fi
-    dpkg-deb -x "${debs[0]}" "$WORK/pkg/$pkg"
-    # shellcheck disable=SC2016 # dpkg-deb's format, not the shell's
-    dpkg-deb -W --showformat='${Package} ${Version}\n' "${debs[0]}" >> "$WORK/packages"
-  done
+  unpack_debs "$candidates"
   install -d -m 0755 "$rootfs" "$rootfs/bin" "$rootfs/usr/bin" "$rootfs/etc/ssl/certs" "$rootfs/dev" \
     "$rootfs/proc" "$rootfs/sys"
   install -d -m 1777 "$rootfs/tmp"
@@ -794,12 +798,7 @@ build_backup_tools() {
   for pkg in "${TOOLS_PACKAGES[@]}"; do
     install -D -m 0644 "$WORK/pkg/$pkg/usr/share/doc/$pkg/copyright" "$rootfs/usr/share/doc/$pkg/copyright"
   done
-  printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:%s:%s:nobody:/tmp:/sbin/nologin\n' \
-    "$EXPORTER_UID" "$EXPORTER_UID" > "$rootfs/etc/passwd"
-  printf 'root:x:0:\nnogroup:x:%s:\n' "$EXPORTER_UID" > "$rootfs/etc/group"
-  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
-  : > "$rootfs/etc/resolv.conf"
-  : > "$rootfs/etc/hostname"
+  rootfs_etc "$rootfs" /tmp
   # each must start as the image's user with nothing but the rootfs: a missing library fails here
   for bin in "/usr/bin/rclone version" "/usr/bin/zstd --version" "/usr/bin/age --version" "/bin/sh -c true"; do
     # shellcheck disable=SC2086 # a command and its argument
@@ -856,12 +855,7 @@ build_seaweedfs() {
     "$rootfs/data"
   install -d -m 1777 "$rootfs/tmp"
   install -m 0755 "$WORK/weed" "$rootfs/usr/bin/weed"
-  printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:%s:%s:nobody:/data:/sbin/nologin\n' \
-    "$EXPORTER_UID" "$EXPORTER_UID" > "$rootfs/etc/passwd"
-  printf 'root:x:0:\nnogroup:x:%s:\n' "$EXPORTER_UID" > "$rootfs/etc/group"
-  printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' > "$rootfs/etc/hosts"
-  : > "$rootfs/etc/resolv.conf"
-  : > "$rootfs/etc/hostname"
+  rootfs_etc "$rootfs" /data
   text=$(runs_in_rootfs "$rootfs" /usr/bin/weed version) || die "weed does not run as $EXPORTER_UID in the rootfs: $text"
   say "runs as $EXPORTER_UID: $(tr -s ' \n' ' ' <<<"$text" | cut -c1-100)"
   pack "$rootfs" "$WORK/image.tar" "$name" \

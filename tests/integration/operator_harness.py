@@ -432,6 +432,41 @@ def wait_warning(cluster: harness.Cluster, namespace: str, name: str, accept: Ca
     return found
 
 
+def backup_record(cluster: harness.Cluster, namespace: str, name: str) -> dict[str, Any]:
+    """The MySQLBackup `name`."""
+    return dict(cluster.get("-n", namespace, "mysqlbackups.otus.homework", name))
+
+
+def backup_records(cluster: harness.Cluster, namespace: str, instance: str) -> list[dict[str, Any]]:
+    """The MySQLBackup records of `instance`."""
+    return [r for r in cluster.get("-n", namespace, "mysqlbackups.otus.homework")["items"]
+            if r["spec"]["instance"] == instance]
+
+
+def backup_verified(obj: dict[str, Any]) -> str:
+    """A record's Verified condition status ('' before its verification is decided)."""
+    return str((condition(obj, "Verified") or {}).get("status", ""))
+
+
+def wait_backup_decided(cluster: harness.Cluster, namespace: str, name: str, operator: harness.Operator,
+                        timeout: float = 600) -> dict[str, Any]:
+    """Wait until the record's dump is Complete or Failed and its verification decided."""
+    found: dict[str, Any] = {}
+
+    def decided() -> bool:
+        if not operator.alive():
+            raise AssertionError(f"the operator exited:\n{operator.log()[-6000:]}")
+        obj = backup_record(cluster, namespace, name)
+        state = obj.get("status", {}).get("state")
+        if state == "Failed" or (state == "Complete" and backup_verified(obj) in ("True", "False")):
+            found.update(obj)
+            return True
+        return False
+
+    cluster.wait_for(decided, timeout=timeout, what=f"MySQLBackup {namespace}/{name} to be decided", interval=1)
+    return found
+
+
 def wait_ready(cluster: harness.Cluster, namespace: str, name: str, timeout: int = 300) -> None:
     """Wait until the MySQL Deployment's pod is Ready (Successful means applied, not serving)."""
     cluster.kubectl("-n", namespace, "rollout", "status", f"deployment/{name}", f"--timeout={timeout}s",

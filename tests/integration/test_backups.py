@@ -88,35 +88,14 @@ def backup_object(ns: str, name: str, instance: str, **spec: Any) -> str:
                        "metadata": {"name": name, "namespace": ns}, "spec": {"instance": instance, **spec}})
 
 
-def record(cluster: harness.Cluster, ns: str, name: str) -> dict[str, Any]:
-    return dict(cluster.get("-n", ns, "mysqlbackups.otus.homework", name))
-
-
-def records(cluster: harness.Cluster, ns: str, instance: str) -> list[dict[str, Any]]:
-    return [r for r in cluster.get("-n", ns, "mysqlbackups.otus.homework")["items"]
-            if r["spec"]["instance"] == instance]
-
-
-def verified(obj: dict[str, Any]) -> str:
-    return str((oh.condition(obj, "Verified") or {}).get("status", ""))
+record = oh.backup_record
+records = oh.backup_records
+verified = oh.backup_verified
 
 
 def wait_decided(b: Backups, name: str, timeout: float = 600) -> dict[str, Any]:
     """Wait until the record's dump is Complete or Failed and its verification decided."""
-    found: dict[str, Any] = {}
-
-    def decided() -> bool:
-        if not b.operator.alive():
-            raise AssertionError(f"the operator exited:\n{b.operator.log()[-6000:]}")
-        obj = record(b.cluster, b.ns, name)
-        state = obj.get("status", {}).get("state")
-        if state == "Failed" or (state == "Complete" and verified(obj) in ("True", "False")):
-            found.update(obj)
-            return True
-        return False
-
-    b.cluster.wait_for(decided, timeout=timeout, what=f"MySQLBackup {b.ns}/{name} to be decided", interval=1)
-    return found
+    return oh.wait_backup_decided(b.cluster, b.ns, name, b.operator, timeout)
 
 
 # --- tests -----------------------------------------------------------------------------------

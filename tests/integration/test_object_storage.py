@@ -136,34 +136,14 @@ def sql(cluster: harness.Cluster, ns: str, name: str, statement: str) -> str:
                            f"-p{PASSWORD}", "-N", "-B", DATABASE, "-e", statement, timeout=300).stdout
 
 
-def record(cluster: harness.Cluster, ns: str, name: str) -> dict[str, Any]:
-    return dict(cluster.get("-n", ns, "mysqlbackups.otus.homework", name))
-
-
-def records(cluster: harness.Cluster, ns: str, instance: str) -> list[dict[str, Any]]:
-    return [r for r in cluster.get("-n", ns, "mysqlbackups.otus.homework")["items"]
-            if r["spec"]["instance"] == instance]
-
-
-def verified(obj: dict[str, Any]) -> str:
-    return str((oh.condition(obj, "Verified") or {}).get("status", ""))
+record = oh.backup_record
+records = oh.backup_records
+verified = oh.backup_verified
 
 
 def wait_decided(s: Store, name: str, timeout: float = 600) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-
-    def decided() -> bool:
-        if not s.operator.alive():
-            raise AssertionError(f"the operator exited:\n{s.operator.log()[-6000:]}")
-        obj = record(s.cluster, s.ns, name)
-        state = obj.get("status", {}).get("state")
-        if state == "Failed" or (state == "Complete" and verified(obj) in ("True", "False")):
-            found.update(obj)
-            return True
-        return False
-
-    s.cluster.wait_for(decided, timeout=timeout, what=f"MySQLBackup {s.ns}/{name} to be decided", interval=1)
-    return found
+    """Wait until the record's dump is Complete or Failed and its verification decided."""
+    return oh.wait_backup_decided(s.cluster, s.ns, name, s.operator, timeout)
 
 
 def bucket_client(s: Store, ns: str, name: str, script: str) -> str:
