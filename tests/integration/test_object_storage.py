@@ -168,6 +168,11 @@ def bucket_listing(s: Store, ns: str, name: str, prefix: str) -> list[str]:
     return sorted(line.strip() for line in out.splitlines() if line.strip())
 
 
+def size(count: float) -> str:
+    """Bytes in MB, or in kB below 0.1 MB (the suite's database is a few kB)."""
+    return f"{count / 1e6:.1f} MB" if count >= 1e5 else f"{count / 1e3:.1f} kB"
+
+
 def seconds(start: str, end: str) -> float:
     def parse(text: str) -> datetime.datetime:
         return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -302,8 +307,8 @@ def test_after_the_loss_of_the_node_an_instance_in_another_namespace_restores_fr
         job = s.cluster.get("-n", s.dr_ns, "job", f"{name}-restore")["status"]
         got = MEASURED.setdefault(server.key, {})
         got["restore_s"] = seconds(job["startTime"], job["completionTime"])
-        line = (f"bucket {server.key} ({server.image}): on-demand backup of {got.get('size', 0) / 1e6:.1f} MB "
-                f"({BULK_ROWS} bulk rows), {got.get('stored', 0) / 1e6:.2f} MB in the bucket, "
+        line = (f"bucket {server.key} ({server.image}): on-demand backup of {size(got.get('size', 0))} "
+                f"({BULK_ROWS} bulk rows), {size(got.get('stored', 0))} in the bucket, "
                 f"{got.get('backup_s', 0):.0f} s to dump, ship and read back; restore Job after the loss "
                 f"of the node (fetch and load of the backup at deletion) {got['restore_s']:.0f} s")
         print(f">> {line}")
