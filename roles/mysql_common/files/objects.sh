@@ -7,9 +7,10 @@
 # recipient). A copy counts as shipped only once each object, read back from the bucket,
 # decrypts and decompresses to the very bytes of the local file (sha256).
 #
-# Env: MODE (ship or fetch), BACKUP_FILE (or JOB_NAME: <JOB_NAME>.sql), S3_BUCKET, S3_PREFIX, and rclone's own settings of
-# its S3 backend (RCLONE_S3_ENDPOINT, RCLONE_S3_REGION, RCLONE_S3_ACCESS_KEY_ID and
-# RCLONE_S3_SECRET_ACCESS_KEY from the credentials Secret, RCLONE_NO_CHECK_CERTIFICATE, ...).
+# Env: MODE (ship, fetch or prune), BACKUP_FILE (or JOB_NAME: <JOB_NAME>.sql; FILES for
+# prune), S3_BUCKET, S3_PREFIX, and rclone's own settings of its S3 backend
+# (RCLONE_S3_ENDPOINT, RCLONE_S3_REGION, RCLONE_S3_ACCESS_KEY_ID and RCLONE_S3_SECRET_ACCESS_KEY
+# from the credentials Secret, RCLONE_NO_CHECK_CERTIFICATE, ...).
 # The last line of output (and /dev/termination-log) is a summary; a failure's names the
 # bucket and the object.
 set -eu
