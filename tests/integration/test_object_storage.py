@@ -3,8 +3,10 @@ local cluster's real object store (SeaweedFS, `cluster/cluster.sh object-store`)
 and on-demand backups shipped compressed and encrypted, verified, and read back from the
 bucket by a client of the test's own; the loss of the node (the instance deleted, its
 volumes and their directories removed) followed by a new instance in another namespace that
-restores every row from the bucket; a backup that cannot reach the bucket (wrong
-credentials) failing with the bucket named; and a restore without the key refused.
+restores every row from the bucket; a restore to a point in time from the archived binary
+logs (spec.backup.pointInTime), and one refused over a gap in them; a backup that cannot
+reach the bucket (wrong credentials) failing with the bucket named; and a restore without
+the key refused.
 
 One operator watches both namespaces of the module. The store's credentials are copied into
 the module's namespaces as a Secret; the age identity is made here (random bytes, bech32).
@@ -23,6 +25,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,10 +117,14 @@ def store(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) ->
         for server in SERVERS:
             cluster.apply(oh.mysql_object(server.name("s3"), ns, image=server.image,
                                           backup={**s3_backup(ns), "schedule": "* * * * *", "keep": 2}))
+            cluster.apply(oh.mysql_object(server.name("pitr"), ns, image=server.image,
+                                          backup={**s3_backup(ns), "pointInTime": {"enabled": True,
+                                                                                   "archiveSeconds": 5}}))
         try:
             for server in SERVERS:
-                oh.wait_successful(cluster, ns, server.name("s3"), operator)
-                oh.wait_ready(cluster, ns, server.name("s3"))
+                for name in (server.name("s3"), server.name("pitr")):
+                    oh.wait_successful(cluster, ns, name, operator)
+                    oh.wait_ready(cluster, ns, name)
             yield Store(cluster, ns, dr_ns, operator)
         except BaseException:
             print(oh.diagnostics(cluster, ns, operator))
@@ -313,6 +320,103 @@ def test_after_the_loss_of_the_node_an_instance_in_another_namespace_restores_fr
                 f"of the node (fetch and load of the backup at deletion) {got['restore_s']:.0f} s")
         print(f">> {line}")
         figures.measured(line)
+
+    oh.for_each_server(one)
+
+
+def utc(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T")).replace(
+        tzinfo=datetime.UTC)
+
+
+def refused_over_a_gap(s: Store, server: oh.Server, prefix: str, log: str, at: str) -> None:
+    """Remove the archived binary log `log` from the bucket; a restore to `at` is refused
+    with a Failure condition and a Warning that name the missing log."""
+    name = server.name("pitr")
+    removed = bucket_client(s, s.ns, f"{name}-rm", f"""
+        for object in $(rclone --config "" -q lsf -R ":s3:{BUCKET}/{prefix}/binlogs" | grep '/{log}-'); do
+          rclone --config "" -q deletefile ":s3:{BUCKET}/{prefix}/binlogs/$object"
+          echo "removed=$object"
+        done
+    """)
+    assert "removed=" in removed, removed
+    gap = server.name("gap")
+    s.cluster.apply(oh.mysql_object(gap, s.dr_ns, image=server.image, restore_from=at,
+                                    backup=s3_backup(s.dr_ns, prefix=prefix)))
+
+    def refused() -> bool:
+        got = s.cluster.get("-n", s.dr_ns, "mysqls.otus.homework", gap)
+        return "gap in the binary logs" in str((oh.condition(got, "Failure") or {}).get("message", ""))
+    s.cluster.wait_for(refused, timeout=420, what=f"the restore of {gap} over a gap to be refused")
+    got = s.cluster.get("-n", s.dr_ns, "mysqls.otus.homework", gap)
+    message = str((oh.condition(got, "Failure") or {}).get("message"))
+    assert f"{log} is missing" in message, message
+    warnings = oh.wait_warning(s.cluster, s.dr_ns, gap, lambda m: "gap in the binary logs" in m)
+    assert warnings, warnings
+    print(f">> {server.key}: a gap: {message[:300]}")
+
+
+def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap_is_refused(
+        store: Store) -> None:
+    """Point-in-time recovery: rows written at t1, t2 and t3 after a backup, then a table
+    dropped by mistake at t4. A new instance in another namespace restoring to a second
+    between t3 and t4 has the table and every row up to t3 (the backup, then the archived
+    binary logs replayed). A backup taken afterwards reports how far the archive reaches,
+    and so does the instance. Once a log the restore needs is removed from the bucket, a
+    restore to the same time is refused: a Failure condition and a Warning name the gap."""
+    s = store
+
+    def one(server: oh.Server) -> None:
+        name = server.name("pitr")
+        prefix = f"{s.ns}/{name}"
+        s.cluster.wait_for(lambda: sql(s.cluster, s.ns, name, "SELECT COUNT(*) FROM mysql_operator.binlog_archive")
+                           .strip() == "1", timeout=120, what=f"{name}'s binary logs to have an archive identity")
+        sql(s.cluster, s.ns, name, "CREATE TABLE events (id INT PRIMARY KEY, at VARCHAR(8)); "
+                                   "INSERT INTO events VALUES (0, 'base');")
+        s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                    "metadata": {"name": f"{name}-base", "namespace": s.ns},
+                                    "spec": {"instance": name}}))
+        base = wait_decided(s, f"{name}-base")["status"]
+        assert base["state"] == "Complete", base
+        assert base["binlog"]["position"].startswith("mysql-bin."), base
+        for i, label in ((1, "t1"), (2, "t2"), (3, "t3")):
+            sql(s.cluster, s.ns, name, f"INSERT INTO events VALUES ({i}, '{label}');")
+            time.sleep(1.5)
+        point = sql(s.cluster, s.ns, name, "SELECT UTC_TIMESTAMP();").strip()  # after t3, before t4
+        time.sleep(2.5)
+        sql(s.cluster, s.ns, name, "DROP TABLE events;")  # t4: the mistake
+        dropped = utc(sql(s.cluster, s.ns, name, "SELECT UTC_TIMESTAMP();").strip())
+        at = utc(point).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        # a backup after the mistake says how far the archive reaches (the logs of t1..t4
+        # closed and shipped within a few archiveSeconds)
+        def archived_past_the_drop() -> bool:
+            index = len(records(s.cluster, s.ns, name))
+            s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                        "metadata": {"name": f"{name}-after-{index}", "namespace": s.ns},
+                                        "spec": {"instance": name}}))
+            after = wait_decided(s, f"{name}-after-{index}")["status"]
+            assert after["state"] == "Complete", after
+            reach = after["binlog"]["archivedTo"]
+            print(f">> {server.key}: the archive reaches {reach} (the drop: {dropped:%H:%M:%S})")
+            return bool(reach) and utc(reach) >= dropped
+        s.cluster.wait_for(archived_past_the_drop, timeout=300, interval=5,
+                           what=f"{name}'s archive to reach past the drop")
+        status = s.cluster.get("-n", s.ns, "mysqls.otus.homework", name)["status"]["backup"]
+        assert utc(status["pointInTime"]["archivedTo"]) >= dropped, status
+        assert not status["pointInTime"].get("gap"), status
+
+        started = time.monotonic()
+        s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, restore_from=at,
+                                        backup=s3_backup(s.dr_ns, prefix=prefix)))
+        oh.wait_successful(s.cluster, s.dr_ns, name, s.operator, timeout=600)
+        oh.wait_ready(s.cluster, s.dr_ns, name)
+        restored = sql(s.cluster, s.dr_ns, name, "SELECT GROUP_CONCAT(at ORDER BY id) FROM events;").strip()
+        assert restored == "base,t1,t2,t3", restored
+        print(f">> {server.key}: restored to {at}: {restored} ({time.monotonic() - started:.0f} s to Ready)")
+
+        # the log the base backup's position is in goes missing from the bucket: a gap
+        refused_over_a_gap(s, server, prefix, base["binlog"]["position"].split(":")[0], at)
 
     oh.for_each_server(one)
 

@@ -141,3 +141,13 @@ def test_the_crd_refuses_what_the_filter_refuses() -> None:
 def test_the_crd_names_every_live_option() -> None:
     description = " ".join(crd_config_schema()["description"].split())
     assert all(name in description for name in LIVE), [n for n in LIVE if n not in description]
+
+
+def test_archived_binary_logs_add_their_options_and_take_them_from_spec_config() -> None:
+    options = config.server_options({"max_connections": 50}, 30)
+    assert options == {"max_connections": 50, **config.ARCHIVE_OPTIONS}
+    assert config.server_options({"max_connections": 50}, 0) == {"max_connections": 50}
+    assert "log-bin = mysql-bin" in config.config_cnf(options)
+    assert config.config_problems({"skip-log-bin": "", "binlog_format": "MIXED"}, LIVE) == []
+    problems = config.config_problems({"skip-log-bin": "", "binlog_format": "MIXED", "max_connections": 9}, LIVE, 30)
+    assert [p.split(":")[0] for p in problems] == ["spec.config.skip-log-bin", "spec.config.binlog_format"]

@@ -63,3 +63,10 @@ def test_after_a_dump_the_shipping_container_speaks_for_its_pod() -> None:
                                      "object": "s3://b/ns/a/x.sql.zst.age"}
     refused = two_containers(0, "file=x.sql size=10", {"exitCode": 1, "message": "could not write s3://b/x"})
     assert jobs.termination_message([refused]) == "could not write s3://b/x"
+
+
+def test_a_shipped_backup_of_a_server_with_archived_logs_names_its_position_and_the_archive() -> None:
+    found = jobs.figures("file=a.sql size=10 tables=1 rows=2 object=s3://b/p/a.sql.zst stored=9"
+                         " position=mysql-bin.000004:1234 archived=2026-11-27T16:04:05Z gap=-")
+    assert found["binlog"] == {"position": "mysql-bin.000004:1234", "archivedTo": "2026-11-27T16:04:05Z", "gap": ""}
+    assert "binlog" not in jobs.figures("file=a.sql size=10 tables=1 rows=2")

@@ -70,3 +70,40 @@ def test_a_scheduled_backup_is_named_after_its_job_and_a_prune_lists_its_files()
     pruned = env_of(objects.objects_container(target, "prune", ["a.sql", "b.sql"], "tools:1", SECURITY))
     assert pruned["FILES"] == "a.sql\nb.sql"
     assert [v["name"] for v in objects.objects_volumes(target)] == ["objects-tmp"]
+
+
+def test_a_point_in_time_is_replayed_up_to_its_whole_second_in_utc() -> None:
+    assert objects.point_in_time("2026-11-27T16:04:05Z") == {
+        "until": 1795795446, "stop": "2026-11-27 16:04:06", "at": "2026-11-27T16:04:05Z"}
+    # an offset and a fraction: the same second in UTC, and every event of that second
+    assert objects.point_in_time("2026-11-27T18:04:05.250+02:00")["stop"] == "2026-11-27 16:04:06"
+    for other in ("latest", "none", "bk-1", "db-20261127T160405Z.sql", "2026-11-27 16:04:05", "", None):
+        assert objects.point_in_time(other) == {}
+
+
+def test_a_point_in_time_reaches_the_fetch_as_seconds_since_the_epoch() -> None:
+    target = objects.backup_target({"s3": {"endpoint": "http://s3:8333", "bucket": "b", "credentialsSecret": "c"}},
+                                   "ns", "db")
+    fetch = objects.objects_container(target, "fetch", "2026-11-27T16:04:05Z", "tools", SECURITY)
+    assert env_of(fetch)["POINT_IN_TIME"] == "1795795446"
+    assert "BACKUP_FILE" not in env_of(fetch)
+
+
+def test_archived_binary_logs_add_two_sidecars_that_share_one_scratch_volume() -> None:
+    s3 = {"endpoint": "http://s3:8333", "bucket": "b", "credentialsSecret": "c"}
+    off = objects.backup_target({"s3": s3, "pointInTime": {"enabled": False}}, "ns", "db")
+    assert off["archive_seconds"] == 0
+    assert objects.archive_containers(off, "mysql", "tools", SECURITY, "Never", 3306, "ops") == []
+    assert objects.archive_volumes(off) == []
+    on = objects.backup_target({"s3": s3, "point_in_time": {"enabled": True}}, "ns", "db")
+    assert on["archive_seconds"] == objects.DEFAULT_ARCHIVE_SECONDS
+    rotate, archive = objects.archive_containers(on, "mysql", "tools", SECURITY, "Never", 3306, "ops")
+    assert (rotate["name"], rotate["image"], archive["name"], archive["image"]) == (
+        "binlog-rotate", "mysql", "binlog-archive", "tools")
+    assert env_of(archive)["MODE"] == "archive"
+    assert env_of(rotate)["ARCHIVE_SECONDS"] == env_of(archive)["ARCHIVE_SECONDS"] == "30"
+    data = next(m for m in archive["volumeMounts"] if m["name"] == "data")
+    assert data == {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True}
+    names = {v["name"] for v in objects.archive_volumes(on)}
+    mounted = {m["name"] for c in (rotate, archive) for m in c["volumeMounts"]} - {"data", "credentials"}
+    assert mounted <= names

@@ -46,7 +46,11 @@ def test_a_good_spec_has_no_problem() -> None:
     ({"keep": 0}, "spec.backup.keep: 0 must be at least 1."),
     ({"keep": "abc"}, "spec.backup.keep: abc must be at least 1."),  # Jinja's int: 0
     ({"restore_from": "Bad_Name"}, "spec.restore_from: 'Bad_Name' must be latest, none, the name of"
-                                   " a MySQLBackup or a backup file's name (<file>.sql)."),
+                                   " a MySQLBackup, a backup file's name (<file>.sql) or a point in time"
+                                   " (RFC 3339, 2026-11-27T16:04:05Z)."),
+    ({"restore_from": "2026-11-27 16:04:05"}, "spec.restore_from: '2026-11-27 16:04:05' must be latest, none,"
+                                              " the name of a MySQLBackup, a backup file's name (<file>.sql)"
+                                              " or a point in time (RFC 3339, 2026-11-27T16:04:05Z)."),
 ])
 def test_each_problem_names_its_field(changes: dict[str, Any], problem: str) -> None:
     assert problems(**changes) == [problem]

@@ -1,7 +1,12 @@
-# Load /backup/$BACKUP_FILE into $MYSQL_DATABASE on the server behind the Service.
-# Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE, CONNECT_TIMEOUT, BACKUP_FILE and
-# MYSQL_PWD (the password travels in the environment only).
+# Load /backup/$BACKUP_FILE into $MYSQL_DATABASE on the server behind the Service. For a
+# point in time, the fetch before it chose the backup (/backup/chosen) and brought the binary
+# logs after it (/backup/binlogs/replay: the backup's position, then the logs in order);
+# their events of $MYSQL_DATABASE from that position to STOP_DATETIME (UTC, exclusive) are
+# replayed once the backup is loaded.
+# Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE, CONNECT_TIMEOUT, BACKUP_FILE, STOP_DATETIME
+# (with a point in time), TZ=UTC, and MYSQL_PWD (the password travels in the environment only).
 set -eu
+[ ! -f /backup/chosen ] || BACKUP_FILE=$(cat /backup/chosen)
 file="/backup/$BACKUP_FILE"
 if [ ! -f "$file" ]; then
   echo "restore: $file is not on the backup volume" >&2
@@ -19,4 +24,19 @@ until mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot --connect-ti
 done
 echo "restore: loading $file into $MYSQL_DATABASE"
 mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$MYSQL_DATABASE" < "$file"
+replay=/backup/binlogs/replay
+if [ -f "$replay" ]; then
+  start=$(head -n 1 "$replay")
+  set --
+  for log in $(sed 1d "$replay"); do set -- "$@" "/backup/binlogs/$log"; done
+  echo "restore: replaying $# binary logs from position $start up to $STOP_DATETIME UTC"
+  rm -f /tmp/mysqlbinlog.rc
+  { mysqlbinlog --start-position="$start" --stop-datetime="$STOP_DATETIME" --database="$MYSQL_DATABASE" "$@"
+    echo $? > /tmp/mysqlbinlog.rc; } \
+    | mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$MYSQL_DATABASE"
+  if [ "$(cat /tmp/mysqlbinlog.rc 2>/dev/null)" != 0 ]; then
+    echo "restore: mysqlbinlog could not read the binary logs to the end" >&2
+    exit 1
+  fi
+fi
 echo "restore: done"

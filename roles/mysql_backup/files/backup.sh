@@ -1,8 +1,10 @@
 # Dump $MYSQL_DATABASE from the server behind the Service to /backup/$BACKUP_FILE (default:
 # <Job name>.sql, the Job's name from $JOB_NAME), with /backup/$BACKUP_FILE.figures: the
 # per-table row counts and checksums ($FIGURES_SQL) of the very snapshot the dump holds.
+# With the server's binary logs archived (spec.backup.pointInTime), also
+# /backup/$BACKUP_FILE.position: where that snapshot is in the binary logs.
 # Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE, CONNECT_TIMEOUT, FIGURES_SQL, BACKUP_FILE or
-# JOB_NAME, and MYSQL_PWD (the password travels in the environment only). The dump has no
+# JOB_NAME, OPERATOR_SCHEMA (default mysql_operator), and MYSQL_PWD (the password travels in the environment only). The dump has no
 # CREATE DATABASE/USE, so the restore loads it into whatever database it is given.
 #
 # One snapshot for both: a session takes FLUSH TABLES WITH READ LOCK (writes wait) and opens
@@ -25,11 +27,12 @@ BACKUP_FILE=${BACKUP_FILE:-$JOB_NAME.sql}
 work=$(mktemp -d)
 tmp="/backup/.$BACKUP_FILE.partial"
 figures_tmp="/backup/.$BACKUP_FILE.figures.partial"
+position_tmp="/backup/.$BACKUP_FILE.position.partial"
 lock_pid='' dump_pid=''
 cleanup() {
   [ -z "$lock_pid" ] || kill "$lock_pid" 2>/dev/null || true
   [ -z "$dump_pid" ] || kill "$dump_pid" 2>/dev/null || true
-  rm -f "$tmp" "$figures_tmp"
+  rm -f "$tmp" "$figures_tmp" "$position_tmp"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -85,6 +88,17 @@ SQL
     sleep 0.2
   done
   lock_id=$(sed -n 's/^locked //p' "$d/out")
+  # Where the snapshot is in the binary logs, read while the lock holds every commit back:
+  # "<server> <log> <position> <time>", for point-in-time recovery (the server's logs are
+  # archived as <server> when $OPERATOR_SCHEMA.binlog_archive names it). MySQL 8.4+ has only
+  # SHOW BINARY LOG STATUS, MariaDB 10.11 SHOW MASTER STATUS.
+  rm -f "$position_tmp"
+  server=$(client -N -B -e "SELECT server FROM \`${OPERATOR_SCHEMA:-mysql_operator}\`.binlog_archive WHERE id = 1" 2>/dev/null || true)
+  if [ -n "$server" ]; then
+    status=$(client -N -B -e 'SHOW MASTER STATUS' 2>/dev/null || client -N -B -e 'SHOW BINARY LOG STATUS' 2>/dev/null || true)
+    set -- $(printf '%s\n' "$status" | head -n 1 | cut -f1,2)
+    [ "$#" -ne 2 ] || printf '%s %s %s %s\n' "$server" "$1" "$2" "$(date +%s)" > "$position_tmp"
+  fi
 
   set -- --single-transaction --routines --triggers
   # Oracle MySQL's mysqldump writes SET @@GLOBAL.GTID_PURGED into the dump when the server
@@ -156,6 +170,7 @@ while :; do
 done
 cp "$work/try$try/figures" "$figures_tmp"
 mv "$figures_tmp" "/backup/$BACKUP_FILE.figures"
+if [ -f "$position_tmp" ]; then mv "$position_tmp" "/backup/$BACKUP_FILE.position"; else rm -f "/backup/$BACKUP_FILE.position"; fi
 mv "$tmp" "/backup/$BACKUP_FILE"
 trap - EXIT
 rm -rf "$work"

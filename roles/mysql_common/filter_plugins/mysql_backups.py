@@ -71,6 +71,7 @@ def by_age(records: Any, name: str, state: str, verified: Any, dump: Any) -> lis
             "running": not settled,
             "pruning": (metadata.get("labels") or {}).get("otus.homework/pruning") == "true",
             "completionTime": str(finished or metadata.get("creationTimestamp") or ""),
+            "binlog": status.get("binlog") if isinstance(status.get("binlog"), dict) else {},
         })
     return sorted(result, key=lambda r: (r["completionTime"], r["name"]), reverse=True)
 
@@ -131,8 +132,23 @@ def backup_status(records: Any, *, claim: str, schedule: Any, now: Any) -> dict[
         "lastFailedTime": failed.get("completionTime"),
         "schedule": schedule or None,
         "nextScheduled": (cron_next(schedule, now) or None) if schedule else None,
+        "pointInTime": _point_in_time(good),
     }
     return {key: value for key, value in status.items() if value is not None}
+
+
+def _point_in_time(good: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the newest good backups say of the binary-log archive: the earliest time a
+    restore can reach (the oldest such backup's completion), how far the archive reached at
+    the newest one's run, and a gap it found; None without archived binary logs."""
+    with_logs = [r for r in good if r["binlog"].get("position")]
+    if not with_logs:
+        return None
+    newest, oldest = with_logs[0], with_logs[-1]
+    found = {"from": oldest["completionTime"],
+             "archivedTo": newest["binlog"].get("archivedTo") or None,
+             "asOf": newest["name"], "gap": newest["binlog"].get("gap") or None}
+    return {key: value for key, value in found.items() if value is not None}
 
 
 def verified_condition(verdict: Any, *, verify_now: Any, previous_conditions: Any,

@@ -70,13 +70,37 @@ def _value(kind: str, value: Any) -> str | None:
     return f"'{text}'" if VALUE.match(text) else None  # no quote or backslash can be in it
 
 
-def config_problems(config: Any, live_options: Any) -> list[str]:
-    """Every problem of spec.config, each naming its option; [] when there is none."""
+# What spec.backup.pointInTime adds to the server's options: binary logs named mysql-bin in
+# the data directory (MariaDB writes none by default; Oracle MySQL's are named binlog), in ROW
+# format (MariaDB's default is MIXED), kept 7 days (MariaDB's default is for ever). `loose-`:
+# a server that has dropped an option warns instead of refusing to start.
+ARCHIVE_OPTIONS = {
+    "log-bin": "mysql-bin",
+    "loose-binlog-format": "ROW",
+    "loose-binlog-expire-logs-seconds": "604800",
+}
+_BINLOG = re.compile(r"^((loose|skip|enable|disable)_)*"
+                     r"(log_bin(_index|_basename)?|binlog_format|sql_log_bin)$")
+
+
+def server_options(config: Any, archive: Any) -> dict[str, Any]:
+    """The options the server is given: spec.config, and ARCHIVE_OPTIONS when its binary
+    logs are archived (``archive`` true)."""
+    options = dict(config) if isinstance(config, dict) else {}
+    return {**options, **ARCHIVE_OPTIONS} if archive else options
+
+
+def config_problems(config: Any, live_options: Any, archive: Any = False) -> list[str]:
+    """Every problem of spec.config, each naming its option; [] when there is none. With
+    ``archive`` (spec.backup.pointInTime), the binary-log options are the operator's."""
     if not config:
         return []
     if not isinstance(config, dict):
         return ["spec.config: must be a map of server option names to values."]
-    problems = []
+    owned = ", ".join(f"{k} = {v}" for k, v in ARCHIVE_OPTIONS.items())
+    problems = [f"spec.config.{key}: spec.backup.pointInTime sets the binary-log options itself"
+                f" ({owned}); it cannot be set with it."
+                for key in config if archive and _BINLOG.match(canonical(key))]
     if len(config) > MAX_OPTIONS:
         problems.append(f"spec.config: at most {MAX_OPTIONS} options (got {len(config)}).")
     seen: dict[str, str] = {}
@@ -188,6 +212,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "mysql_config_problems": config_problems,
+            "mysql_server_options": server_options,
             "mysql_config_cnf": config_cnf,
             "mysql_config_live": config_live,
             "mysql_config_restart": config_restart,

@@ -14,6 +14,8 @@ from typing import Any
 
 _FIGURE = re.compile(r"\b(size|tables|rows|stored)=([0-9]+)\b")
 _OBJECT = re.compile(r"\bobject=(s3://\S+)")
+# with binary logs archived: the snapshot's position, how far the archive reaches, its gap
+_BINLOG = re.compile(r"\bposition=(\S+) archived=(\S+) gap=(\S+)")
 
 
 def _conditions(job: Any) -> set[str]:
@@ -84,11 +86,18 @@ def exit_code(pods: Any) -> int | None:
 
 def figures(message: Any) -> dict[str, Any]:
     """The figures (size, tables, rows; stored, the bytes in a bucket) a script's summary
-    line names, and the bucket object it names (object, an s3:// URL)."""
+    line names, the bucket object it names (object, an s3:// URL) and, for a server whose
+    binary logs are archived, binlog: the snapshot's position (<log>:<position>), the time
+    the archive reached then (archivedTo, RFC 3339) and the first log missing from it (gap)."""
     found: dict[str, Any] = {key: int(value) for key, value in _FIGURE.findall(str(message or ""))}
     url = _OBJECT.search(str(message or ""))
     if url:
         found["object"] = url.group(1)
+    binlog = _BINLOG.search(str(message or ""))
+    if binlog:
+        position, archived, gap = binlog.groups()
+        found["binlog"] = {"position": position, "archivedTo": "" if archived == "-" else archived,
+                           "gap": "" if gap == "-" else gap}
     return found
 
 

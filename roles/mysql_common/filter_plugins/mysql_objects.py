@@ -1,6 +1,9 @@
 """Filters for backups kept in an S3-compatible bucket (spec.backup.s3): the target an
-instance's spec names (`mysql_backup_target`), and the parts of a Job's pod that ship a
-backup there or fetch one from there (`mysql_objects_container`, `mysql_objects_volumes`).
+instance's spec names (`mysql_backup_target`), the parts of a Job's pod that ship a
+backup there or fetch one from there (`mysql_objects_container`, `mysql_objects_volumes`),
+the server pod's sidecars that archive its binary logs there (`mysql_archive_containers`,
+spec.backup.pointInTime) and the point in time a restore is asked for
+(`mysql_point_in_time`).
 
 Every Job that takes a backup (on demand, scheduled, at deletion) writes it to the backup
 volume first, as without a bucket, then a second container of the same pod runs
@@ -13,6 +16,8 @@ The credentials reach the container as Secret references only, never as values.
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,13 @@ _KEYS = {
     "insecure": ("insecureSkipTLSVerify", "insecure_skip_tls_verify", "insecure_skip_tlsverify"),
 }
 _ENCRYPTION = ("encryptionSecret", "encryption_secret")
+_POINT_IN_TIME = ("pointInTime", "point_in_time")
+_ARCHIVE_SECONDS = ("archiveSeconds", "archive_seconds")
+DEFAULT_ARCHIVE_SECONDS = 30
+_ROTATE_SCRIPT = Path(__file__).resolve().parents[2] / "mysql" / "files" / "binlog_rotate.sh"
+# RFC 3339, as the CRD's pattern for spec.restore_from has it
+_RFC3339 = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?"
+                      r"(Z|[+-][0-9]{2}:[0-9]{2})$")
 
 
 def _first(spec: dict[str, Any], names: tuple[str, ...]) -> Any:
@@ -51,6 +63,10 @@ def backup_target(backup: Any, namespace: str, name: str) -> dict[str, Any]:
         return {}
     values = {key: _first(s3, names) for key, names in _KEYS.items()}
     prefix = str(values["prefix"] or f"{namespace}/{name}").strip("/")
+    point_in_time = _first(backup, _POINT_IN_TIME)
+    archive_seconds = 0
+    if isinstance(point_in_time, dict) and point_in_time.get("enabled"):
+        archive_seconds = int(_first(point_in_time, _ARCHIVE_SECONDS) or DEFAULT_ARCHIVE_SECONDS)
     return {
         "endpoint": str(values["endpoint"] or ""),
         "bucket": str(values["bucket"] or ""),
@@ -60,7 +76,23 @@ def backup_target(backup: Any, namespace: str, name: str) -> dict[str, Any]:
         "insecure": bool(values["insecure"]),
         "encryption_secret": str(_first(backup, _ENCRYPTION) or ""),
         "url": f"s3://{values['bucket']}/{prefix}",
+        "archive_seconds": archive_seconds,
     }
+
+
+def point_in_time(value: Any) -> dict[str, Any]:
+    """A point in time spec.restore_from names (RFC 3339), {} for anything else: ``until``,
+    the first whole second after it, in seconds since the epoch (the restore replays every
+    event of the binary logs whose time is before it: at or before the given second), and
+    ``stop``, the same as UTC "YYYY-MM-DD HH:MM:SS" (mysqlbinlog's --stop-datetime, read in
+    the time zone UTC), and ``at``, the time as given."""
+    text = str(value or "")
+    if not _RFC3339.match(text):
+        return {}
+    when = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    until = when.replace(microsecond=0) + timedelta(seconds=1)
+    return {"until": int(until.timestamp()), "stop": until.strftime("%Y-%m-%d %H:%M:%S"),
+            "at": text}
 
 
 def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positional
@@ -70,7 +102,10 @@ def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positio
     BACKUP_FILE (for prune, a list of files), the backup volume at /backup. An empty
     BACKUP_FILE is <the Job's name>.sql, as backup.sh names a scheduled backup."""
     file_env: dict[str, Any] = {"name": "BACKUP_FILE", "value": str(backup_file or "")}
-    if mode == "prune":
+    when = point_in_time(backup_file)
+    if when:
+        file_env = {"name": "POINT_IN_TIME", "value": str(when["until"])}
+    elif mode == "prune":
         file_env = {"name": "FILES", "value": "\n".join(backup_file or [])}
     elif not backup_file:
         file_env = {"name": "JOB_NAME",
@@ -107,6 +142,51 @@ def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positio
     }
 
 
+def archive_containers(  # noqa: PLR0917 - a Jinja filter's arguments are positional
+        target: dict[str, Any], server_image: str, tools_image: str,
+        security_context: dict[str, Any], pull_policy: str, port: Any,
+        operator_schema: str) -> list[dict[str, Any]]:
+    """The server pod's sidecars for spec.backup.pointInTime ([] without it): `binlog-rotate`
+    (the server image, the mysql role's files/binlog_rotate.sh) closes the current binary
+    log when it holds new events, `binlog-archive` (files/objects.sh, MODE=archive) ships
+    closed logs from the data volume, read-only. They share the emptyDir `archive`."""
+    if not target or not target.get("archive_seconds"):
+        return []
+    seconds = {"name": "ARCHIVE_SECONDS", "value": str(target["archive_seconds"])}
+    archive = objects_container(target, "archive", "", tools_image, security_context, pull_policy)
+    archive["name"] = "binlog-archive"
+    archive["env"] = [*(e for e in archive["env"] if e["name"] not in {"BACKUP_FILE", "JOB_NAME"}),
+                      seconds]
+    archive["volumeMounts"] = [m for m in archive["volumeMounts"] if m["name"] != "backup"] + [
+        {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True},
+        {"name": "archive", "mountPath": "/archive", "readOnly": True}]
+    small = {"requests": {"cpu": "10m", "memory": "32Mi"}}
+    archive["resources"] = small
+    rotate = {
+        "name": "binlog-rotate",
+        "image": server_image,
+        "imagePullPolicy": pull_policy,
+        "securityContext": security_context,
+        "command": ["/bin/sh", "-c", _ROTATE_SCRIPT.read_text(encoding="utf-8")],
+        "env": [seconds, {"name": "MYSQL_OPERATOR_PORT", "value": str(port)},
+                {"name": "MYSQL_OPERATOR_SCHEMA", "value": operator_schema}],
+        "resources": small,
+        "volumeMounts": [{"name": "archive", "mountPath": "/archive"},
+                         {"name": "credentials", "mountPath": "/etc/mysql-operator/credentials",
+                          "readOnly": True},
+                         {"name": "rotate-tmp", "mountPath": _SCRATCH}],
+    }
+    return [rotate, archive]
+
+
+def archive_volumes(target: dict[str, Any]) -> list[dict[str, Any]]:
+    """The volumes of the archive sidecars beside the server pod's own ([] without them)."""
+    if not target or not target.get("archive_seconds"):
+        return []
+    return [*objects_volumes(target), {"name": "archive", "emptyDir": {}},
+            {"name": "rotate-tmp", "emptyDir": {}}]
+
+
 def objects_volumes(target: dict[str, Any]) -> list[dict[str, Any]]:
     """The volumes the objects container needs beside the backup volume: its scratch space
     and, for encrypted backups, the age identity (key `identity` of the Secret), readable
@@ -129,4 +209,7 @@ class FilterModule:
             "mysql_backup_target": backup_target,
             "mysql_objects_container": objects_container,
             "mysql_objects_volumes": objects_volumes,
+            "mysql_archive_containers": archive_containers,
+            "mysql_archive_volumes": archive_volumes,
+            "mysql_point_in_time": point_in_time,
         }

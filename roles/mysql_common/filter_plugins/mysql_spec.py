@@ -21,8 +21,11 @@ from jinja2.filters import do_int
 _NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
 _DATABASE = r"^[A-Za-z0-9_$-]{1,64}$"
-# a MySQLBackup's name (or latest, none), or a backup file's name in a bucket (<file>.sql)
-_RESTORE_FROM = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?|[A-Za-z0-9_][A-Za-z0-9_.-]*[.]sql)$"
+# a MySQLBackup's name (or latest, none), or a backup file's name in a bucket (<file>.sql),
+# or a point in time (RFC 3339)
+_RESTORE_FROM = (r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?|[A-Za-z0-9_][A-Za-z0-9_.-]*[.]sql"
+                 r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?"
+                 r"(Z|[+-][0-9]{2}:[0-9]{2}))$")
 NAME_LIMIT = 40  # characters of metadata.name
 DATABASE_LIMIT = 64  # MySQL's limit on a database name, once the image escapes its '_'
 
@@ -75,7 +78,8 @@ def spec_problems(name: Any, *, password_set: bool, ref_set: bool, storage_size:
     restore_from = restore_from or "latest"
     if not _matches(_RESTORE_FROM, restore_from):
         problems.append(f"spec.restore_from: '{restore_from}' must be latest, none, the"
-                        " name of a MySQLBackup or a backup file's name (<file>.sql).")
+                        " name of a MySQLBackup, a backup file's name (<file>.sql) or a point"
+                        " in time (RFC 3339, 2026-11-27T16:04:05Z).")
     return problems
 
 
