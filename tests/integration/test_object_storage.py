@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import base64
 import datetime
+import itertools
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -45,6 +47,10 @@ BUCKET = "backups"
 TOOLS_IMAGE = "localhost/backup-tools:bookworm"
 REPO = Path(__file__).resolve().parents[2]
 BULK_ROWS = int(os.environ.get("OBJECT_STORAGE_ROWS", "0"))
+# the archiving instance's archiveSeconds, and how long its steady write load runs (the RPO
+# figure); the bench's bucket scenario sets both
+ARCHIVE_SECONDS = int(os.environ.get("PITR_ARCHIVE_SECONDS", "5"))
+LOAD_SECONDS = int(os.environ.get("PITR_LOAD_SECONDS", "20"))
 # per image: the on-demand backup's figures (test 1), completed by the restore's (test 2)
 MEASURED: dict[str, dict[str, float]] = {}
 
@@ -118,8 +124,8 @@ def store(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) ->
             cluster.apply(oh.mysql_object(server.name("s3"), ns, image=server.image,
                                           backup={**s3_backup(ns), "schedule": "* * * * *", "keep": 2}))
             cluster.apply(oh.mysql_object(server.name("pitr"), ns, image=server.image,
-                                          backup={**s3_backup(ns), "pointInTime": {"enabled": True,
-                                                                                   "archiveSeconds": 5}}))
+                                          backup={**s3_backup(ns), "pointInTime": {
+                                              "enabled": True, "archiveSeconds": ARCHIVE_SECONDS}}))
         try:
             for server in SERVERS:
                 for name in (server.name("s3"), server.name("pitr")):
@@ -134,12 +140,16 @@ def store(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) ->
 
 # --- helpers ---------------------------------------------------------------------------------
 
-def sql(cluster: harness.Cluster, ns: str, name: str, statement: str) -> str:
-    """SQL in the server's pod as the seed walkthrough runs it (kubectl exec, mysql -p)."""
+def server_pod(cluster: harness.Cluster, ns: str, name: str) -> str:
     pods = [p for p in cluster.get("-n", ns, "pods", "-l", f"app={name}")["items"]
             if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Running"]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    return cluster.kubectl("-n", ns, "exec", pods[0]["metadata"]["name"], "--", "mysql", "-uroot",
+    return str(pods[0]["metadata"]["name"])
+
+
+def sql(cluster: harness.Cluster, ns: str, name: str, statement: str) -> str:
+    """SQL in the server's pod as the seed walkthrough runs it (kubectl exec, mysql -p)."""
+    return cluster.kubectl("-n", ns, "exec", server_pod(cluster, ns, name), "-c", "mysql", "--", "mysql", "-uroot",
                            f"-p{PASSWORD}", "-N", "-B", DATABASE, "-e", statement, timeout=300).stdout
 
 
@@ -329,6 +339,46 @@ def utc(text: str) -> datetime.datetime:
         tzinfo=datetime.UTC)
 
 
+_ARCHIVED = re.compile(r"^(\S+) objects: archived (\S+) to \S+-([0-9]+)[.]zst")
+
+
+def archive_lag_under_load(s: Store, server: oh.Server) -> None:
+    """The RPO figure: a client in the server's pod inserts a row every 0.1 s for
+    LOAD_SECONDS; the archiving sidecar's log (with kubelet's timestamps) says when each log
+    closed (in its object's name) and when it was shipped. Until log k+1 is shipped, what
+    was written after log k closed is on the server only: the archive trails the server by
+    shipped(k+1) - closed(k) at worst."""
+    name = server.name("pitr")
+    pod = server_pod(s.cluster, s.ns, name)
+    sql(s.cluster, s.ns, name, "CREATE TABLE steady (id INT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(3))")
+    begun = time.time()
+    out = s.cluster.kubectl("-n", s.ns, "exec", pod, "-c", "mysql", "--", "sh", "-c", f"""
+        n=0 end=$(( $(date +%s) + {LOAD_SECONDS} ))
+        while [ "$(date +%s)" -lt "$end" ]; do
+          mysql -uroot -p"$(cat /etc/mysql-operator/credentials/password)" '{DATABASE}' \
+            -e 'INSERT INTO steady (at) VALUES (NOW(3))' 2>/dev/null && n=$((n + 1))
+          sleep 0.1
+        done
+        echo "rows=$n"
+    """, timeout=LOAD_SECONDS + 120).stdout
+    rows = int(out.split("rows=")[-1].split()[0])
+    time.sleep(2 * ARCHIVE_SECONDS + 10)  # the last logs of the load closed and shipped
+    log = s.cluster.kubectl("-n", s.ns, "logs", pod, "-c", "binlog-archive", "--timestamps").stdout
+    shipped = []  # (closed, shipped) of the logs closed during the load
+    for line in log.splitlines():
+        found = _ARCHIVED.match(line)
+        if found and int(found[3]) >= begun:
+            shipped.append((int(found[3]), utc(found[1][:19] + "Z").timestamp()))
+    assert len(shipped) >= 2, log[-2000:]
+    worst = max(later[1] - earlier[0] for earlier, later in itertools.pairwise(shipped))
+    upload = sorted(done - closed for closed, done in shipped)[len(shipped) // 2]
+    line = (f"bucket {server.key} pitr: a steady write load ({rows / LOAD_SECONDS:.1f} rows/s for "
+            f"{LOAD_SECONDS} s, archiveSeconds {ARCHIVE_SECONDS}): the archive trails the server by "
+            f"{worst:.0f} s at worst ({len(shipped)} logs; closed to shipped: {upload:.0f} s median)")
+    print(f">> {line}")
+    figures.measured(line)
+
+
 def refused_over_a_gap(s: Store, server: oh.Server, prefix: str, log: str, at: str) -> None:
     """Remove the archived binary log `log` from the bucket; a restore to `at` is refused
     with a Failure condition and a Warning that name the missing log."""
@@ -417,6 +467,7 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
 
         # the log the base backup's position is in goes missing from the bucket: a gap
         refused_over_a_gap(s, server, prefix, base["binlog"]["position"].split(":")[0], at)
+        archive_lag_under_load(s, server)
 
     oh.for_each_server(one)
 
