@@ -577,9 +577,14 @@ def bucket_scenario(cluster: Cluster, design: str, args: argparse.Namespace,
     (tests/integration/test_object_storage.py, both server images, the local cluster's
     SeaweedFS) run with a table of ``--bucket-rows`` rows, its figures lines read back: each
     image's on-demand backup (size, bytes in the bucket, time to dump, ship and read back)
-    and its restore after the loss of the node (time to fetch and load)."""
+    and its restore after the loss of the node (time to fetch and load); and how far the
+    binary-log archive trails the server under a steady write load of
+    ``--pitr-load-seconds`` with ``--pitr-archive-seconds`` (the RPO of point-in-time
+    recovery)."""
     done = run_test_module('tests/integration/test_object_storage.py',
-                           OBJECT_STORAGE_ROWS=str(args.bucket_rows))
+                           OBJECT_STORAGE_ROWS=str(args.bucket_rows),
+                           PITR_ARCHIVE_SECONDS=str(args.pitr_archive_seconds),
+                           PITR_LOAD_SECONDS=str(args.pitr_load_seconds))
     # each line twice: as the test printed it, and in the summary's measured figures
     lines = list(dict.fromkeys(line.strip().removeprefix('>> ') for line in done.stdout.splitlines()
                                if line.strip().removeprefix('>> ').startswith('bucket ')))
@@ -611,6 +616,10 @@ def arguments() -> argparse.Namespace:
                              'runs; ours only, not in the default)')
     parser.add_argument('--bucket-rows', type=int, default=1 << 18,
                         help='rows (about 200 bytes each) of the bucket scenario\'s table')
+    parser.add_argument('--pitr-archive-seconds', type=int, default=30,
+                        help='archiveSeconds of the bucket scenario\'s archiving instance')
+    parser.add_argument('--pitr-load-seconds', type=int, default=120,
+                        help='seconds of the bucket scenario\'s steady write load (RPO figure)')
     parser.add_argument('--idle-objects', type=int, default=20,
                         help='real instances for idle CPU and drift repair')
     parser.add_argument('--idle-many', type=int, default=500,
