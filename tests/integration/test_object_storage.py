@@ -411,9 +411,10 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
     """Point-in-time recovery: rows written at t1, t2 and t3 after a backup, then a table
     dropped by mistake at t4. A new instance in another namespace restoring to a second
     between t3 and t4 has the table and every row up to t3 (the backup, then the archived
-    binary logs replayed). A backup taken afterwards reports how far the archive reaches,
-    and so does the instance. Once a log the restore needs is removed from the bucket, a
-    restore to the same time is refused: a Failure condition and a Warning name the gap."""
+    binary logs replayed), and a MySQLRestore to that second brings the table back into the
+    running instance. A backup taken afterwards reports how far the archive reaches, and so
+    does the instance. Once a log the restore needs is removed from the bucket, a restore to
+    the same time is refused: a Failure condition and a Warning name the gap."""
     s = store
 
     def one(server: oh.Server) -> None:
@@ -452,9 +453,12 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
             return bool(reach) and utc(reach) >= dropped
         s.cluster.wait_for(archived_past_the_drop, timeout=300, interval=5,
                            what=f"{name}'s archive to reach past the drop")
-        status = s.cluster.get("-n", s.ns, "mysqls.otus.homework", name)["status"]["backup"]
-        assert utc(status["pointInTime"]["archivedTo"]) >= dropped, status
-        assert not status["pointInTime"].get("gap"), status
+        # the instance runs again once its backup records change: its status says it too
+        def reported() -> bool:
+            got = s.cluster.get("-n", s.ns, "mysqls.otus.homework", name).get("status", {}).get("backup", {})
+            reach = got.get("pointInTime", {}).get("archivedTo")
+            return bool(reach) and utc(reach) >= dropped and not got["pointInTime"].get("gap")
+        s.cluster.wait_for(reported, timeout=180, what=f"{name}'s status to say how far its archive reaches")
 
         started = time.monotonic()
         s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, restore_from=at,
@@ -464,6 +468,19 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
         restored = sql(s.cluster, s.dr_ns, name, "SELECT GROUP_CONCAT(at ORDER BY id) FROM events;").strip()
         assert restored == "base,t1,t2,t3", restored
         print(f">> {server.key}: restored to {at}: {restored} ({time.monotonic() - started:.0f} s to Ready)")
+
+        # the same point in time loaded into the running instance: the dropped table is back
+        undo = f"{name}-undo"
+        s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLRestore",
+                                    "metadata": {"name": undo, "namespace": s.ns},
+                                    "spec": {"instance": name, "pointInTime": at}}))
+        s.cluster.wait_for(lambda: s.cluster.get("-n", s.ns, "mysqlrestores.otus.homework", undo).get(
+            "status", {}).get("state") in ("Complete", "Failed"), timeout=420, what=f"MySQLRestore {undo} to finish")
+        done = s.cluster.get("-n", s.ns, "mysqlrestores.otus.homework", undo)["status"]
+        assert done["state"] == "Complete", done
+        back = sql(s.cluster, s.ns, name, "SELECT GROUP_CONCAT(at ORDER BY id) FROM events;").strip()
+        assert back == "base,t1,t2,t3", back
+        assert "binlogs=" in done["jobMessage"], done
 
         # the log the base backup's position is in goes missing from the bucket: a gap
         refused_over_a_gap(s, server, prefix, base["binlog"]["position"].split(":")[0], at)

@@ -5,6 +5,10 @@
 # and MYSQL_PWD (the password travels in the environment only). The last line of output
 # (and /dev/termination-log) is a summary.
 set -eu
+# a point in time: the fetch chose the backup, and brought the binary logs to replay after it
+# (/backup/binlogs/replay: the backup's position, then the logs in order), whose events of
+# $MYSQL_DATABASE are replayed up to STOP_DATETIME (UTC, exclusive) once the backup is loaded
+[ ! -f /backup/chosen ] || BACKUP_FILE=$(cat /backup/chosen)
 fail() {
   echo "load: $*" >&2
   printf 'load of %s failed: %s\n' "$BACKUP_FILE" "$*" > /dev/termination-log 2>/dev/null || true
@@ -29,7 +33,19 @@ echo "load: replacing the contents of $MYSQL_DATABASE with $BACKUP_FILE"
 client -e "DROP DATABASE IF EXISTS \`$MYSQL_DATABASE\`; CREATE DATABASE \`$MYSQL_DATABASE\`" \
   || fail "could not re-create database $MYSQL_DATABASE"
 client "$MYSQL_DATABASE" < "$file" 2> /tmp/load.err || fail "the load stopped: $(tail -n 2 /tmp/load.err | tr '\n' ' ')"
+replay=/backup/binlogs/replay
+if [ -f "$replay" ]; then
+  start=$(head -n 1 "$replay")
+  set --
+  for log in $(sed 1d "$replay"); do set -- "$@" "/backup/binlogs/$log"; done
+  echo "load: replaying $# binary logs from position $start up to $STOP_DATETIME UTC"
+  { mysqlbinlog --start-position="$start" --stop-datetime="$STOP_DATETIME" --database="$MYSQL_DATABASE" "$@" \
+      2> /tmp/binlog.err; echo $? > /tmp/binlog.rc; } \
+    | client "$MYSQL_DATABASE" 2> /tmp/load.err || fail "the replay stopped: $(tail -n 2 /tmp/load.err | tr '\n' ' ')"
+  [ "$(cat /tmp/binlog.rc)" = 0 ] || fail "mysqlbinlog could not read the binary logs: $(tail -n 2 /tmp/binlog.err | tr '\n' ' ')"
+  replayed=" binlogs=$# until=$(echo "$STOP_DATETIME" | tr ' ' T)Z"
+fi
 tables=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()" "$MYSQL_DATABASE")
-summary="file=$BACKUP_FILE size=$(wc -c < "$file") tables=$tables"
+summary="file=$BACKUP_FILE size=$(wc -c < "$file") tables=$tables${replayed:-}"
 printf '%s\n' "$summary" > /dev/termination-log 2>/dev/null || true
 echo "$summary"
