@@ -83,7 +83,8 @@ CONFIG_NAMES = "spec.config keys must be server option names"
 CONFIG_MANAGED = "spec.config cannot set the options the operator manages or that run code or SQL"
 FIXED_CLASS = "spec.storage_class cannot be set, changed or removed after creation"
 FIXED_BACKUP = "spec (instance, file, job, image, database, verify) is fixed once set"
-FIXED_RESTORE = "spec (instance, backup) is fixed once set"
+FIXED_RESTORE = "spec (instance, backup, pointInTime) is fixed once set"
+ONE_SOURCE = "exactly one of spec.backup and spec.pointInTime must be set"
 FILE_FIELDS = "spec.job, spec.image and spec.database describe spec.file and are set only with it"
 # the first API server version whose CEL validation rules these tests take (GA since 1.29)
 CEL_VALIDATION = (1, 29)
@@ -296,6 +297,10 @@ WRITES = [
     Write("restore-backup", RESTORES, {}, {"spec": {"backup": "db-newer"}}, message=FIXED_RESTORE),
     Write("restore-instance", RESTORES, {}, {"spec": {"instance": "other"}}, message=FIXED_RESTORE),
     Write("restore-status", RESTORES, {}, {"status": {"state": "Complete"}}, subresource="status"),
+    # ... of a backup or to a point in time, not both
+    Write("restore-both", RESTORES, {"pointInTime": "2026-11-27T16:04:05Z"}, message=ONE_SOURCE),
+    Write("restore-neither", RESTORES, {"backup": None}, message=ONE_SOURCE),
+    Write("restore-point", RESTORES, {"backup": None, "pointInTime": "2026-11-27T16:04:05+02:00"}),
 ]
 
 
