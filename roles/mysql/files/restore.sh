@@ -29,9 +29,13 @@ if [ -f "$replay" ]; then
   start=$(head -n 1 "$replay")
   set --
   for log in $(sed 1d "$replay"); do set -- "$@" "/backup/binlogs/$log"; done
+  # Oracle MySQL's logs carry GTIDs: replayed into the server that wrote them (a restore in
+  # place), they would be skipped as already executed; without them they are new transactions
+  skip=''
+  if mysqlbinlog --help 2>/dev/null | grep -q -e '--skip-gtids'; then skip=--skip-gtids; fi
   echo "restore: replaying $# binary logs from position $start up to $STOP_DATETIME UTC"
   rm -f /tmp/mysqlbinlog.rc
-  { mysqlbinlog --start-position="$start" --stop-datetime="$STOP_DATETIME" --database="$MYSQL_DATABASE" "$@"
+  { mysqlbinlog $skip --start-position="$start" --stop-datetime="$STOP_DATETIME" --database="$MYSQL_DATABASE" "$@"
     echo $? > /tmp/mysqlbinlog.rc; } \
     | mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$MYSQL_DATABASE"
   if [ "$(cat /tmp/mysqlbinlog.rc 2>/dev/null)" != 0 ]; then

@@ -199,13 +199,13 @@ case "$MODE" in
         if [ -z "$line" ]; then
           name=$(printf '%s.%06d' "${start%.*}" "$want")
           if awk -v n="$want" '$1 > n' "$work/archived" | grep -q .; then
-            fail "gap in the binary logs archived in $where/binlogs/$id: $name is missing; the events between $(utc "$taken") and $at cannot all be replayed"
+            fail "gap in the binary logs archived in $where/binlogs/$id: $name is missing; the events from $(utc "$taken") to before $at cannot all be replayed"
           fi
           reach=$(rc cat "$remote/binlogs/$id/reach" 2>/dev/null | tr -dc 0-9)
           if [ -n "$reach" ] && [ "$reach" -ge "$POINT_IN_TIME" ]; then break; fi
           last=$(tail -n 1 "$work/archived" | cut -d' ' -f2)
           [ -z "$reach" ] || [ "${last:-0}" -gt "$reach" ] || last=$reach
-          fail "the binary logs archived in $where/binlogs/$id reach $( [ -n "$last" ] && utc "$last" || echo 'no time yet'), not $at"
+          fail "the binary logs archived in $where/binlogs/$id reach $( [ -n "$last" ] && utc "$last" || echo 'no time yet'), not $at (every event before it)"
         fi
         set -- $line
         rc cat "$remote/binlogs/$id/$3" > "$work/object" || fail "could not read $where/binlogs/$id/$3: $(said)"

@@ -38,8 +38,12 @@ if [ -f "$replay" ]; then
   start=$(head -n 1 "$replay")
   set --
   for log in $(sed 1d "$replay"); do set -- "$@" "/backup/binlogs/$log"; done
+  # Oracle MySQL's logs carry GTIDs: replayed into the server that wrote them (a restore in
+  # place), they would be skipped as already executed; without them they are new transactions
+  skip=''
+  if mysqlbinlog --help 2>/dev/null | grep -q -e '--skip-gtids'; then skip=--skip-gtids; fi
   echo "load: replaying $# binary logs from position $start up to $STOP_DATETIME UTC"
-  { mysqlbinlog --start-position="$start" --stop-datetime="$STOP_DATETIME" --database="$MYSQL_DATABASE" "$@" \
+  { mysqlbinlog $skip --start-position="$start" --stop-datetime="$STOP_DATETIME" --database="$MYSQL_DATABASE" "$@" \
       2> /tmp/binlog.err; echo $? > /tmp/binlog.rc; } \
     | client "$MYSQL_DATABASE" 2> /tmp/load.err || fail "the replay stopped: $(tail -n 2 /tmp/load.err | tr '\n' ' ')"
   [ "$(cat /tmp/binlog.rc)" = 0 ] || fail "mysqlbinlog could not read the binary logs: $(tail -n 2 /tmp/binlog.err | tr '\n' ' ')"
