@@ -107,3 +107,8 @@ def test_archived_binary_logs_add_two_sidecars_that_share_one_scratch_volume() -
     names = {v["name"] for v in objects.archive_volumes(on)}
     mounted = {m["name"] for c in (rotate, archive) for m in c["volumeMounts"]} - {"data", "credentials"}
     assert mounted <= names
+
+
+def test_the_restore_scripts_get_the_replay_function_before_their_own_lines() -> None:
+    script = objects.with_binlog_replay("set -eu\necho restore\n")
+    assert script.index("replay_binlogs() {") < script.index("set -eu\necho restore")

@@ -2,7 +2,8 @@
 # point in time, the fetch before it chose the backup (/backup/chosen) and brought the binary
 # logs after it (/backup/binlogs/replay: the backup's position, then the logs in order);
 # their events of $MYSQL_DATABASE from that position to STOP_DATETIME (UTC, exclusive) are
-# replayed once the backup is loaded.
+# replayed once the backup is loaded (replay_binlogs: mysql_common's files/binlog_replay.sh,
+# prepended to this script).
 # Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE, CONNECT_TIMEOUT, BACKUP_FILE, STOP_DATETIME
 # (with a point in time), TZ=UTC, and MYSQL_PWD (the password travels in the environment only).
 set -eu
@@ -24,23 +25,8 @@ until mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot --connect-ti
 done
 echo "restore: loading $file into $MYSQL_DATABASE"
 mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$MYSQL_DATABASE" < "$file"
-replay=/backup/binlogs/replay
-if [ -f "$replay" ]; then
-  start=$(head -n 1 "$replay")
-  set --
-  for log in $(sed 1d "$replay"); do set -- "$@" "/backup/binlogs/$log"; done
-  # Oracle MySQL's logs carry GTIDs: replayed into the server that wrote them (a restore in
-  # place), they would be skipped as already executed; without them they are new transactions
-  skip=''
-  if mysqlbinlog --help 2>/dev/null | grep -q -e '--skip-gtids'; then skip=--skip-gtids; fi
-  echo "restore: replaying $# binary logs from position $start up to $STOP_DATETIME UTC"
-  rm -f /tmp/mysqlbinlog.rc
-  { mysqlbinlog $skip --start-position="$start" --stop-datetime="$STOP_DATETIME" --database="$MYSQL_DATABASE" "$@"
-    echo $? > /tmp/mysqlbinlog.rc; } \
-    | mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$MYSQL_DATABASE"
-  if [ "$(cat /tmp/mysqlbinlog.rc 2>/dev/null)" != 0 ]; then
-    echo "restore: mysqlbinlog could not read the binary logs to the end" >&2
-    exit 1
-  fi
+if [ -f /backup/binlogs/replay ]; then
+  replay_binlogs mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$MYSQL_DATABASE" \
+    || { echo "restore: $replay_error" >&2; exit 1; }
 fi
 echo "restore: done"

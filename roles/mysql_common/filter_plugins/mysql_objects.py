@@ -2,8 +2,9 @@
 instance's spec names (`mysql_backup_target`), the parts of a Job's pod that ship a
 backup there or fetch one from there (`mysql_objects_container`, `mysql_objects_volumes`),
 the server pod's sidecars that archive its binary logs there (`mysql_archive_containers`,
-spec.backup.pointInTime) and the point in time a restore is asked for
-(`mysql_point_in_time`).
+spec.backup.pointInTime), the point in time a restore is asked for
+(`mysql_point_in_time`) and the restore scripts' replay of archived binary logs
+(`mysql_with_binlog_replay`).
 
 Every Job that takes a backup (on demand, scheduled, at deletion) writes it to the backup
 volume first, as without a bucket, then a second container of the same pod runs
@@ -39,6 +40,7 @@ _POINT_IN_TIME = ("pointInTime", "point_in_time")
 _ARCHIVE_SECONDS = ("archiveSeconds", "archive_seconds")
 DEFAULT_ARCHIVE_SECONDS = 30
 _ROTATE_SCRIPT = Path(__file__).resolve().parents[2] / "mysql" / "files" / "binlog_rotate.sh"
+_REPLAY_SCRIPT = Path(__file__).resolve().parent.parent / "files" / "binlog_replay.sh"
 # RFC 3339, as the CRD's pattern for spec.restore_from has it
 _RFC3339 = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?"
                       r"(Z|[+-][0-9]{2}:[0-9]{2})$")
@@ -142,6 +144,12 @@ def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positio
     }
 
 
+def with_binlog_replay(script: str) -> str:
+    """``script`` (a restore's, run by the server image) with the shell function
+    replay_binlogs (files/binlog_replay.sh) defined before it."""
+    return _REPLAY_SCRIPT.read_text(encoding="utf-8") + "\n" + str(script)
+
+
 def archive_containers(  # noqa: PLR0917 - a Jinja filter's arguments are positional
         target: dict[str, Any], server_image: str, tools_image: str,
         security_context: dict[str, Any], pull_policy: str, port: Any,
@@ -212,4 +220,5 @@ class FilterModule:
             "mysql_archive_containers": archive_containers,
             "mysql_archive_volumes": archive_volumes,
             "mysql_point_in_time": point_in_time,
+            "mysql_with_binlog_replay": with_binlog_replay,
         }

@@ -8,6 +8,7 @@ set -eu
 # a point in time: the fetch chose the backup, and brought the binary logs to replay after it
 # (/backup/binlogs/replay: the backup's position, then the logs in order), whose events of
 # $MYSQL_DATABASE are replayed up to STOP_DATETIME (UTC, exclusive) once the backup is loaded
+# (replay_binlogs: mysql_common's files/binlog_replay.sh, prepended to this script)
 [ ! -f /backup/chosen ] || BACKUP_FILE=$(cat /backup/chosen)
 fail() {
   echo "load: $*" >&2
@@ -33,21 +34,9 @@ echo "load: replacing the contents of $MYSQL_DATABASE with $BACKUP_FILE"
 client -e "DROP DATABASE IF EXISTS \`$MYSQL_DATABASE\`; CREATE DATABASE \`$MYSQL_DATABASE\`" \
   || fail "could not re-create database $MYSQL_DATABASE"
 client "$MYSQL_DATABASE" < "$file" 2> /tmp/load.err || fail "the load stopped: $(tail -n 2 /tmp/load.err | tr '\n' ' ')"
-replay=/backup/binlogs/replay
-if [ -f "$replay" ]; then
-  start=$(head -n 1 "$replay")
-  set --
-  for log in $(sed 1d "$replay"); do set -- "$@" "/backup/binlogs/$log"; done
-  # Oracle MySQL's logs carry GTIDs: replayed into the server that wrote them (a restore in
-  # place), they would be skipped as already executed; without them they are new transactions
-  skip=''
-  if mysqlbinlog --help 2>/dev/null | grep -q -e '--skip-gtids'; then skip=--skip-gtids; fi
-  echo "load: replaying $# binary logs from position $start up to $STOP_DATETIME UTC"
-  { mysqlbinlog $skip --start-position="$start" --stop-datetime="$STOP_DATETIME" --database="$MYSQL_DATABASE" "$@" \
-      2> /tmp/binlog.err; echo $? > /tmp/binlog.rc; } \
-    | client "$MYSQL_DATABASE" 2> /tmp/load.err || fail "the replay stopped: $(tail -n 2 /tmp/load.err | tr '\n' ' ')"
-  [ "$(cat /tmp/binlog.rc)" = 0 ] || fail "mysqlbinlog could not read the binary logs: $(tail -n 2 /tmp/binlog.err | tr '\n' ' ')"
-  replayed=" binlogs=$# until=$(echo "$STOP_DATETIME" | tr ' ' T)Z"
+if [ -f /backup/binlogs/replay ]; then
+  replay_binlogs client "$MYSQL_DATABASE" || fail "$replay_error"
+  replayed=" binlogs=$replay_count until=$(echo "$STOP_DATETIME" | tr ' ' T)Z"
 fi
 tables=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()" "$MYSQL_DATABASE")
 summary="file=$BACKUP_FILE size=$(wc -c < "$file") tables=$tables${replayed:-}"
