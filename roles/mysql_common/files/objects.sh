@@ -87,13 +87,19 @@ archived() {
   sed -n 's/^\(.*\)[.]\([0-9]\{6,\}\)-\([0-9]\{1,\}\)[.]zst\([.]age\)\{0,1\}$/\2 \3 &/p' "$work/binlogs" \
     | sort -n
 }
-# what the archive of server $1 holds: "reach=<time> gap=<first missing log or ->" (the reach
-# is the later of its reach object and its newest log's close)
+# how far the archive of server $1 reaches, given its logs (archived's lines) in file $2: the
+# later of its reach object and its newest log's close, in seconds since the epoch ('' when
+# it has neither yet)
+reach_of() {
+  reach=$(rc cat "$remote/binlogs/$1/reach" 2>/dev/null | tr -dc 0-9)
+  last=$(tail -n 1 "$2" | cut -d' ' -f2)
+  [ "${last:-0}" -le "${reach:-0}" ] || reach=$last
+  printf '%s\n' "$reach"
+}
+# what the archive of server $1 holds: "archived=<reach> gap=<first missing log or ->"
 archive_state() {
   archived "$1" > "$work/state" || return 1
-  reach=$(rc cat "$remote/binlogs/$1/reach" 2>/dev/null | tr -dc 0-9)
-  last=$(tail -n 1 "$work/state" | cut -d' ' -f2)
-  [ "${last:-0}" -le "${reach:-0}" ] || reach=$last
+  reach=$(reach_of "$1" "$work/state")
   gap=$(awk 'NR > 1 && $1 != prev + 1 { printf "%06d", prev + 1; exit } { prev = $1 }' "$work/state")
   printf 'archived=%s gap=%s\n' "$( [ -n "$reach" ] && utc "$reach" || echo -)" "${gap:--}"
 }
@@ -201,11 +207,9 @@ case "$MODE" in
           if awk -v n="$want" '$1 > n' "$work/archived" | grep -q .; then
             fail "gap in the binary logs archived in $where/binlogs/$id: $name is missing; the events from $(utc "$taken") to before $at cannot all be replayed"
           fi
-          reach=$(rc cat "$remote/binlogs/$id/reach" 2>/dev/null | tr -dc 0-9)
+          reach=$(reach_of "$id" "$work/archived")
           if [ -n "$reach" ] && [ "$reach" -ge "$POINT_IN_TIME" ]; then break; fi
-          last=$(tail -n 1 "$work/archived" | cut -d' ' -f2)
-          [ -z "$reach" ] || [ "${last:-0}" -gt "$reach" ] || last=$reach
-          fail "the binary logs archived in $where/binlogs/$id reach $( [ -n "$last" ] && utc "$last" || echo 'no time yet'), not $at (every event before it)"
+          fail "the binary logs archived in $where/binlogs/$id reach $( [ -n "$reach" ] && utc "$reach" || echo 'no time yet'), not $at (every event before it)"
         fi
         set -- $line
         rc cat "$remote/binlogs/$id/$3" > "$work/object" || fail "could not read $where/binlogs/$id/$3: $(said)"
