@@ -112,3 +112,11 @@ def test_archived_binary_logs_add_two_sidecars_that_share_one_scratch_volume() -
 def test_the_restore_scripts_get_the_replay_function_before_their_own_lines() -> None:
     script = objects.with_binlog_replay("set -eu\necho restore\n")
     assert script.index("replay_binlogs() {") < script.index("set -eu\necho restore")
+
+
+def test_a_job_with_a_bucket_hands_its_backup_over_in_scratch_space_never_the_backup_volume() -> None:
+    target = objects.backup_target({"s3": {"endpoint": "http://s3", "bucket": "b", "credentialsSecret": "c"}},
+                                   "ns", "db")
+    assert objects.backup_volume(target, "db-backup-pvc") == {"name": "backup", "emptyDir": {}}
+    assert objects.backup_volume({}, "db-backup-pvc") == {
+        "name": "backup", "persistentVolumeClaim": {"claimName": "db-backup-pvc"}}

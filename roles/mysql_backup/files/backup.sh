@@ -22,8 +22,20 @@
 # Files are written under temporary names and renamed only once mysqldump succeeded and
 # wrote its completion trailer (figures first, dump last), so a file name never refers to a
 # partial dump. The last line of output (and /dev/termination-log) is a summary.
+#
+# With SHIP_TO set (the bucket's s3:// URL: spec.backup.s3), the dump is not written to a
+# file at all: it is streamed to the objects container of the same pod (mysql_common's
+# files/objects.sh, MODE=ship), which compresses, encrypts and uploads it as it comes. /backup
+# is then the pod's own scratch volume, shared by both containers, and holds only the
+# hand-over: try <n>'s dump goes through the FIFO .stream.<n>, the verdict on it (ok or
+# retry) is written to .try.<n> once mysqldump has ended, the figures and position files
+# are written as without a bucket, and .dump.ended says this script has ended (whatever
+# its verdicts). A failure of the objects container, written to .objects.failed, ends the
+# backup with its words; the read lock is taken only once .objects.ready says that
+# container reached the bucket.
 set -eu
 BACKUP_FILE=${BACKUP_FILE:-$JOB_NAME.sql}
+SHIP_TO=${SHIP_TO:-}
 work=$(mktemp -d)
 tmp="/backup/.$BACKUP_FILE.partial"
 figures_tmp="/backup/.$BACKUP_FILE.figures.partial"
@@ -31,15 +43,40 @@ position_tmp="/backup/.$BACKUP_FILE.position.partial"
 lock_pid='' dump_pid=''
 cleanup() {
   [ -z "$lock_pid" ] || kill "$lock_pid" 2>/dev/null || true
-  [ -z "$dump_pid" ] || kill "$dump_pid" 2>/dev/null || true
+  stop_dump
   rm -f "$tmp" "$figures_tmp" "$position_tmp"
   rm -rf "$work"
+  if [ -n "$SHIP_TO" ]; then
+    : > /backup/.dump.ended
+    # a reader that opened a stream nobody writes any more gets its end of file (an open
+    # for reading and writing does not wait for a reader); the objects container reads
+    # .dump.ended before it opens a stream, this second covers its check-then-open
+    sleep 1
+    for fifo in /backup/.stream.*; do
+      if [ -p "$fifo" ]; then exec 4<> "$fifo"; exec 4>&-; fi
+    done
+  fi
 }
 trap cleanup EXIT
 fail() {
+  if [ -n "$SHIP_TO" ] && [ -s /backup/.objects.failed ]; then
+    set -- "$(cat /backup/.objects.failed)"
+  fi
   echo "backup: $*" >&2
   printf 'backup of %s failed: %s\n' "$MYSQL_DATABASE" "$*" > /dev/termination-log 2>/dev/null || true
   exit 1
+}
+# mysqldump of the current try, stopped (its stream then ends) for a retry or a failure
+stop_dump() {
+  if [ -n "$dump_pid" ]; then
+    [ ! -s "$d/dump.pid" ] || kill "$(cat "$d/dump.pid")" 2>/dev/null || true
+    kill "$dump_pid" 2>/dev/null || true
+  fi
+  dump_pid=''
+}
+# the objects container's failure, checked while this script waits
+shipping_failed() {
+  [ -n "$SHIP_TO" ] && [ -s /backup/.objects.failed ]
 }
 client() {
   mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot --connect-timeout=5 "$@"
@@ -96,6 +133,7 @@ SQL
   server=$(client -N -B -e "SELECT server FROM \`${OPERATOR_SCHEMA:-mysql_operator}\`.binlog_archive WHERE id = 1" 2>/dev/null || true)
   if [ -n "$server" ]; then
     status=$(client -N -B -e 'SHOW MASTER STATUS' 2>/dev/null || client -N -B -e 'SHOW BINARY LOG STATUS' 2>/dev/null || true)
+    # shellcheck disable=SC2046 # the log and the position, split into two words
     set -- $(printf '%s\n' "$status" | head -n 1 | cut -f1,2)
     [ "$#" -ne 2 ] || printf '%s %s %s %s\n' "$server" "$1" "$2" "$(date +%s)" > "$position_tmp"
   fi
@@ -108,8 +146,14 @@ SQL
   if mysqldump --help 2>/dev/null | grep -q -e '--set-gtid-purged'; then
     set -- "$@" --set-gtid-purged=OFF
   fi
+  out=$tmp
+  if [ -n "$SHIP_TO" ]; then
+    out=/backup/.stream.$try
+    mkfifo "$out"
+  fi
+  # (mysqldump's own pid in dump.pid: a retry stops it, which ends its stream)
   (set +e; mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" \
-     > "$tmp" 2> "$d/dump.err"; echo $? > "$d/dump.rc") &
+     > "$out" 2> "$d/dump.err" & echo $! > "$d/dump.pid"; wait $!; echo $? > "$d/dump.rc") &
   dump_pid=$!
   waited=0 misses=0
   while :; do
@@ -126,6 +170,7 @@ SQL
       [ "$misses" -lt 10 ] || fail "could not read the server's transactions: $(tail -n 2 "$d/look.err")"
     fi
     [ ! -f "$d/dump.rc" ] || break
+    ! shipping_failed || fail "the objects container failed"
     [ "$waited" -lt 600 ] || fail "mysqldump did not open its snapshot within 60s"
     sleep 0.1
     waited=$((waited + 1))
@@ -141,18 +186,38 @@ SQL
   sed -n '/^locked /,/^figures-end$/p' "$d/out" | sed '1d;$d' | LC_ALL=C sort > "$d/figures"
   grep -q '^figures-end$' "$d/out" || fail "the figures query gave no result"
 
-  while [ ! -f "$d/dump.rc" ]; do sleep 0.5; done
+  while [ ! -f "$d/dump.rc" ]; do
+    ! shipping_failed || fail "the objects container failed"
+    sleep 0.5
+  done
   dump_pid=''
   if [ "$(cat "$d/dump.rc")" != 0 ]; then
+    # a stream that broke off: the objects container's reason, when it gives one
+    if [ -n "$SHIP_TO" ]; then
+      n=0
+      while ! shipping_failed && [ "$n" -lt 25 ]; do sleep 0.2; n=$((n + 1)); done
+    fi
+    ! shipping_failed || fail "the objects container failed"
     transient "$d/dump.err" && { retry_because "mysqldump: $(tail -n 1 "$d/dump.err")"; return 0; }
     fail "mysqldump failed: $(tail -n 3 "$d/dump.err")"
   fi
-  case "$(tail -n 1 "$tmp")" in
+  # (a streamed dump's trailer is checked by the objects container, which reads it)
+  [ -n "$SHIP_TO" ] || case "$(tail -n 1 "$tmp")" in
     "-- Dump completed"*) ;;
     *) fail "the dump of $MYSQL_DATABASE has no completion trailer" ;;
   esac
 }
 
+if [ -n "$SHIP_TO" ]; then
+  # the read lock is taken only once the objects container is there to read the stream
+  waited=0
+  until [ -f /backup/.objects.ready ]; do
+    ! shipping_failed || fail "the objects container failed"
+    [ "$waited" -lt 1500 ] || fail "the objects container did not start within 300s"
+    sleep 0.2
+    waited=$((waited + 1))
+  done
+fi
 tries=${DUMP_TRIES:-3} try=1
 while :; do
   rm -f "$work/retry"
@@ -161,8 +226,10 @@ while :; do
   reason=$(cat "$work/retry")
   [ "$try" -lt "$tries" ] || fail "$reason (transient, but still after $tries tries)"
   echo "backup: try $try of $tries: $reason; trying again in ${RETRY_PAUSE:-5}s" >&2
-  for pid in $lock_pid $dump_pid; do kill "$pid" 2>/dev/null || true; done
-  lock_pid='' dump_pid=''
+  [ -z "$SHIP_TO" ] || echo retry > "/backup/.try.$try"
+  [ -z "$lock_pid" ] || kill "$lock_pid" 2>/dev/null || true
+  stop_dump
+  lock_pid=''
   exec 3>&-
   rm -f "$tmp" "$figures_tmp"
   sleep "${RETRY_PAUSE:-5}"
@@ -171,12 +238,17 @@ done
 cp "$work/try$try/figures" "$figures_tmp"
 mv "$figures_tmp" "/backup/$BACKUP_FILE.figures"
 if [ -f "$position_tmp" ]; then mv "$position_tmp" "/backup/$BACKUP_FILE.position"; else rm -f "/backup/$BACKUP_FILE.position"; fi
+tables=$(wc -l < "/backup/$BACKUP_FILE.figures")
+rows=$(awk -F '\t' '{ n += $2 } END { print n + 0 }' "/backup/$BACKUP_FILE.figures")
+if [ -n "$SHIP_TO" ]; then
+  echo ok > "/backup/.try.$try"
+  echo "backup: streamed $BACKUP_FILE ($tables tables, $rows rows) to the objects container for $SHIP_TO"
+  exit 0
+fi
 mv "$tmp" "/backup/$BACKUP_FILE"
 trap - EXIT
 rm -rf "$work"
 size=$(wc -c < "/backup/$BACKUP_FILE")
-tables=$(wc -l < "/backup/$BACKUP_FILE.figures")
-rows=$(awk -F '\t' '{ n += $2 } END { print n + 0 }' "/backup/$BACKUP_FILE.figures")
 summary="file=$BACKUP_FILE size=$size tables=$tables rows=$rows"
 printf '%s\n' "$summary" > /dev/termination-log 2>/dev/null || true
 echo "backup: wrote /backup/$BACKUP_FILE ($size bytes)"

@@ -1,11 +1,23 @@
 # A backup's copy in an S3-compatible bucket, run by the backup-tools image beside the
-# Jobs that take and restore backups. `ship` sends /backup/$BACKUP_FILE and its .figures to
-# the bucket and checks them there; `fetch` brings them from the bucket to /backup.
+# Jobs that take and restore backups. `ship` uploads the dump that the backup container of
+# the same pod (the mysql_backup role's files/backup.sh, SHIP_TO set) streams to it, with
+# its .figures, and checks them there; `fetch` brings them from the bucket to /backup.
 #
 # Objects: $S3_PREFIX/$BACKUP_FILE.zst and $S3_PREFIX/$BACKUP_FILE.figures.zst, zstd-compressed,
 # with .age after both when an age identity is mounted at /keys/identity (encrypted to its
 # recipient). A copy counts as shipped only once each object, read back from the bucket,
-# decrypts and decompresses to the very bytes of the local file (sha256).
+# decrypts and decompresses to the very bytes that were sent (sha256).
+#
+# The dump is never stored whole on this side either: it is compressed, encrypted and
+# uploaded as it comes through the FIFO /backup/.stream.<try> (rclone rcat, a multipart
+# upload), to $BACKUP_FILE<ext>.partial, while its sha256, size and last line are taken from
+# the same stream. Only when the backup container's verdict on that try (/backup/.try.<try>)
+# is ok, the trailer is mysqldump's and the object reads back to the same sha256 does it get
+# the dump's name (a copy inside the bucket). A try the backup container takes again
+# ("retry") is replaced by the next one's stream; its end without an ok (/backup/.dump.ended)
+# removes the partial object. /backup/.objects.ready says the bucket answered (the backup
+# container takes its read lock only then); a failure here is written to
+# /backup/.objects.failed, where the backup container reads it and stops its dump.
 #
 # A backup taken with binary logs on has a third file, $BACKUP_FILE.position ("<server>
 # <binlog file> <position> <epoch>": where its snapshot is in the server's binary logs),
@@ -45,6 +57,8 @@ trap 'rm -rf "$work"' EXIT
 fail() {
   echo "objects: $*" >&2
   printf '%s\n' "$*" > /dev/termination-log 2>/dev/null || true
+  # the backup container streaming to this one stops its dump with these words
+  [ "$MODE" != ship ] || printf '%s\n' "$*" > /backup/.objects.failed
   exit 1
 }
 # rclone, told not to wait long for an endpoint that does not answer; its last error line
@@ -58,11 +72,12 @@ said() {
   { grep -m 1 ' ERROR : ' "$work/rclone.err" || grep -v '^[[:space:]]*$' "$work/rclone.err" | tail -n 1; } \
     | sed 's/^.* ERROR : [^:]*: //' | cut -c1-300
 }
+# standard input compressed and, with a key, encrypted
 pack() {
   if [ -f "$identity" ]; then
-    zstd -q -c -- "$1" | age -r "$(age-keygen -y "$identity")"
+    zstd -q -c | age -r "$(age-keygen -y "$identity")"
   else
-    zstd -q -c -- "$1"
+    zstd -q -c
   fi
 }
 unpack() {
@@ -129,7 +144,7 @@ case "$MODE" in
           fi
           closed=$(stat -c %Y "$data/$f") || continue
           object="binlogs/$id/$f-$closed$ext"
-          if pack "$data/$f" > "$work/object" && rc copyto "$work/object" "$remote/$object" \
+          if pack < "$data/$f" > "$work/object" && rc copyto "$work/object" "$remote/$object" \
               && rc cat "$remote/$object" > "$work/back" \
               && [ "$(unpack < "$work/back" | digest)" = "$(digest < "$data/$f")" ]; then
             echo "$f-$closed$ext" >> "$work/shipped"
@@ -155,24 +170,62 @@ case "$MODE" in
     done
     ;;
   ship)
-    for f in "$BACKUP_FILE.figures" "$BACKUP_FILE"; do
-      [ -f "/backup/$f" ] || fail "/backup/$f is not there to ship to $where"
-      pack "/backup/$f" > "$work/object" || fail "could not compress or encrypt $f"
-      rc copyto "$work/object" "$remote/$f$ext" \
-        || fail "could not write $where/$f$ext: $(said)"
-      rc cat "$remote/$f$ext" > "$work/back" || fail "could not read $where/$f$ext back: $(said)"
-      [ "$(unpack < "$work/back" | digest)" = "$(digest < "/backup/$f")" ] \
-        || fail "$where/$f$ext does not read back as the backup it was written from"
-      rm -f "$work/object" "$work/back"
+    partial="$BACKUP_FILE$ext.partial"
+    # every end that is not a shipped backup: the backup container is told, the partial
+    # object removed
+    trap 'rm -rf "$work"; [ -n "${shipped:-}" ] || rc deletefile "$remote/$partial" 2>/dev/null || true' EXIT
+    # the bucket answered: the backup container takes its read lock and starts its dump
+    : > /backup/.objects.ready
+    try=1
+    while :; do
+      stream=/backup/.stream.$try verdict=/backup/.try.$try
+      # the stream of this try, unless the try was given up before its dump started or the
+      # backup container ended without one
+      until [ -p "$stream" ] || [ -f "$verdict" ] || [ -f /backup/.dump.ended ]; do sleep 0.2; done
+      if [ ! -p "$stream" ]; then
+        if [ "$(cat "$verdict" 2>/dev/null)" = retry ]; then try=$((try + 1)); continue; fi
+        fail "the backup of $BACKUP_FILE ended before its dump: nothing was shipped to $where"
+      fi
+      for tap in sum last size; do rm -f "$work/$tap"; mkfifo "$work/$tap"; done
+      digest < "$work/sum" > "$work/sent" &
+      tail -n 1 < "$work/last" > "$work/trailer" &
+      wc -c < "$work/size" > "$work/bytes" &
+      uploaded=1
+      tee "$work/sum" "$work/last" "$work/size" < "$stream" | pack | rc rcat "$remote/$partial" || uploaded=0
+      wait
+      [ "$uploaded" = 1 ] || fail "could not write $where/$partial: $(said)"
+      until [ -f "$verdict" ] || [ -f /backup/.dump.ended ]; do sleep 0.2; done
+      case "$(cat "$verdict" 2>/dev/null)" in
+        ok) break ;;
+        retry) echo "objects: try $try of the dump is taken again; its stream is dropped"; try=$((try + 1)) ;;
+        *) fail "the backup of $BACKUP_FILE failed: nothing was shipped to $where" ;;
+      esac
     done
+    case "$(cat "$work/trailer")" in
+      "-- Dump completed"*) ;;
+      *) fail "the dump of $BACKUP_FILE streamed to $where has no mysqldump completion trailer" ;;
+    esac
+    rc cat "$remote/$partial" > "$work/back" || fail "could not read $where/$partial back: $(said)"
+    [ "$(unpack < "$work/back" | digest)" = "$(cat "$work/sent")" ] \
+      || fail "$where/$partial does not read back as the dump that was streamed to it"
+    rm -f "$work/back"
+    f=$BACKUP_FILE.figures
+    pack < "/backup/$f" > "$work/object" || fail "could not compress or encrypt $f"
+    rc copyto "$work/object" "$remote/$f$ext" || fail "could not write $where/$f$ext: $(said)"
+    rc cat "$remote/$f$ext" > "$work/back" || fail "could not read $where/$f$ext back: $(said)"
+    [ "$(unpack < "$work/back" | digest)" = "$(digest < "/backup/$f")" ] \
+      || fail "$where/$f$ext does not read back as the figures it was written from"
+    rc moveto "$remote/$partial" "$remote/$BACKUP_FILE$ext" \
+      || fail "could not name $where/$BACKUP_FILE$ext: $(said)"
+    shipped=1
     stored=$(rc lsf --format s "$remote/$BACKUP_FILE$ext") || fail "could not list $where/$BACKUP_FILE$ext: $(said)"
-    size=$(wc -c < "/backup/$BACKUP_FILE")
+    size=$(tr -dc 0-9 < "$work/bytes")
     tables=$(wc -l < "/backup/$BACKUP_FILE.figures")
     rows=$(awk -F '\t' '{ n += $2 } END { print n + 0 }' "/backup/$BACKUP_FILE.figures")
     summary="file=$BACKUP_FILE size=$size tables=$tables rows=$rows object=$where/$BACKUP_FILE$ext stored=$stored"
     if [ -f "/backup/$BACKUP_FILE.position" ]; then
       f=$BACKUP_FILE.position
-      pack "/backup/$f" > "$work/object" || fail "could not compress or encrypt $f"
+      pack < "/backup/$f" > "$work/object" || fail "could not compress or encrypt $f"
       rc copyto "$work/object" "$remote/$f$ext" || fail "could not write $where/$f$ext: $(said)"
       read -r id _ < "/backup/$f"
       state=$(archive_state "$id") || fail "could not list $where/binlogs/$id: $(said)"
@@ -247,7 +300,7 @@ case "$MODE" in
     printf '%s\n' "$FILES" | while IFS= read -r f; do
       case "$f" in ''|*/*|.*) continue ;; esac
       for object in "$f.zst" "$f.zst.age" "$f.figures.zst" "$f.figures.zst.age" \
-          "$f.position.zst" "$f.position.zst.age"; do
+          "$f.position.zst" "$f.position.zst.age" "$f.zst.partial" "$f.zst.age.partial"; do
         if rc lsf "$remote/$object" > "$work/found" && grep -q . "$work/found"; then
           rc deletefile "$remote/$object" || fail "could not remove $where/$object: $(said)"
           echo "objects: removed $where/$object"

@@ -6,13 +6,16 @@ spec.backup.pointInTime), the point in time a restore is asked for
 (`mysql_point_in_time`) and the restore scripts' replay of archived binary logs
 (`mysql_with_binlog_replay`).
 
-Every Job that takes a backup (on demand, scheduled, at deletion) writes it to the backup
-volume first, as without a bucket, then a second container of the same pod runs
-files/objects.sh from the backup-tools image to compress, encrypt and upload it and to read
-it back; a restore from a bucket fetches it into the pod's own scratch volume before the
-server image loads it. Python rather than Jinja: the spec comes camelCase from the object
-and snake_case from the SDK's extra vars, and the container is one dict of many parts.
-The credentials reach the container as Secret references only, never as values.
+Every Job that takes a backup (on demand, scheduled, at deletion) streams it from its dump
+container (the server image's mysqldump, the mysql_backup role's files/backup.sh with
+SHIP_TO set) to a second container of the same pod that runs files/objects.sh from the
+backup-tools image to compress, encrypt and upload it as it comes and to read it back: the
+pod's own scratch volume (`mysql_objects_backup_volume`) holds only the hand-over, never
+the dump. A restore or a verification from a bucket fetches the backup into the pod's own
+scratch volume before the server image loads it. Python rather than Jinja: the spec comes
+camelCase from the object and snake_case from the SDK's extra vars, and the container is one
+dict of many parts. The credentials reach the container as Secret references only, never as
+values.
 """
 
 from __future__ import annotations
@@ -195,6 +198,15 @@ def archive_volumes(target: dict[str, Any]) -> list[dict[str, Any]]:
             {"name": "rotate-tmp", "emptyDir": {}}]
 
 
+def backup_volume(target: dict[str, Any], claim: str) -> dict[str, Any]:
+    """The volume `backup` of a Job that takes, verifies or restores a backup: the backup
+    volume's claim without a bucket, else the pod's own scratch space (an emptyDir), where
+    the dump container and the objects container hand the backup over."""
+    if target:
+        return {"name": "backup", "emptyDir": {}}
+    return {"name": "backup", "persistentVolumeClaim": {"claimName": claim}}
+
+
 def objects_volumes(target: dict[str, Any]) -> list[dict[str, Any]]:
     """The volumes the objects container needs beside the backup volume: its scratch space
     and, for encrypted backups, the age identity (key `identity` of the Secret), readable
@@ -217,6 +229,7 @@ class FilterModule:
             "mysql_backup_target": backup_target,
             "mysql_objects_container": objects_container,
             "mysql_objects_volumes": objects_volumes,
+            "mysql_objects_backup_volume": backup_volume,
             "mysql_archive_containers": archive_containers,
             "mysql_archive_volumes": archive_volumes,
             "mysql_point_in_time": point_in_time,
