@@ -19,9 +19,9 @@ What leader election prevents, and what races without it (stage 3): with one lea
 one object never overlap. Two operators run the same role on the same object at once; what
 the roles make safe: every write is an idempotent apply of a fixed name, the password
 rotation is keyed on a digest, a restore is recorded once, a new instance's bootstrap
-password is created once (a server-side apply that conflicts for the second run: before,
-both runs wrote one, and the second write restarted a server half-way through its
-initialisation, on 2026-11-24); what still races: the deletion's backup Job (the second
+password is created once (a server-side apply that conflicts for the second run: were both
+runs to write one, the second write would restart a server half-way through its
+initialisation); what still races: the deletion's backup Job (the second
 operator replaces the first one's Job by its own, so the record names the file of the Job
 that completed, not the file a run chose), duplicated Events, and status written twice
 (last writer wins, both write the same).

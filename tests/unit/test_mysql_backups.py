@@ -152,3 +152,32 @@ def test_the_verified_condition_is_kept_or_unknown_with_its_reason() -> None:
     assert off["reason"] in backups.UNVERIFIED_REASONS  # such a record is settled
     assert verified() == {"type": "Verified", "status": "Unknown", "reason": "NoCompleteDump",
                           "message": "the dump did not complete"}
+
+
+ARCHIVE = "s3://b/ns/db"
+
+
+def test_the_archived_condition_names_a_gap_in_the_archive() -> None:
+    status = {"pointInTime": {"from": "2026-11-27T10:00:00Z", "archivedTo": "2026-11-27T11:00:00Z",
+                              "asOf": "db-now", "gap": "000003"}}
+    [condition] = backups.archive_condition(status, url=ARCHIVE, archiving=True, previous_conditions=[])
+    assert (condition["type"], condition["status"], condition["reason"]) == ("Archived", "False", "ArchiveGap")
+    assert "s3://b/ns/db/binlogs lack 000003" in condition["message"]
+    assert "db-now" in condition["message"]
+
+
+def test_the_archived_condition_says_how_far_the_archive_reaches() -> None:
+    status = {"pointInTime": {"from": "2026-11-27T10:00:00Z", "archivedTo": "2026-11-27T11:00:00Z",
+                              "asOf": "db-now"}}
+    [condition] = backups.archive_condition(status, url=ARCHIVE, archiving=True, previous_conditions=[])
+    assert (condition["status"], condition["reason"]) == ("True", "Archiving")
+    assert "reached 2026-11-27T11:00:00Z" in condition["message"]
+    [before] = backups.archive_condition({"count": 0}, url=ARCHIVE, archiving=True, previous_conditions=[])
+    assert (before["status"], before["reason"]) == ("Unknown", "NoPositionYet")
+
+
+def test_without_archiving_the_condition_is_left_out_or_turned_off() -> None:
+    assert backups.archive_condition({}, url="", archiving=False, previous_conditions=[]) == []
+    had = [{"type": "Ready", "status": "True"}, {"type": "Archived", "status": "True"}]
+    [off] = backups.archive_condition({}, url="", archiving=False, previous_conditions=had)
+    assert (off["status"], off["reason"]) == ("False", "Off")

@@ -233,6 +233,8 @@ while :; do
   exec 3>&-
   rm -f "$tmp" "$figures_tmp"
   sleep "${RETRY_PAUSE:-5}"
+  # a reader still waiting to open the dropped try's stream gets its end of file
+  if [ -p "/backup/.stream.$try" ]; then exec 4<> "/backup/.stream.$try"; exec 4>&-; fi
   try=$((try + 1))
 done
 cp "$work/try$try/figures" "$figures_tmp"

@@ -182,10 +182,8 @@ case "$MODE" in
       # the stream of this try, unless the try was given up before its dump started or the
       # backup container ended without one
       until [ -p "$stream" ] || [ -f "$verdict" ] || [ -f /backup/.dump.ended ]; do sleep 0.2; done
-      if [ ! -p "$stream" ]; then
-        if [ "$(cat "$verdict" 2>/dev/null)" = retry ]; then try=$((try + 1)); continue; fi
-        fail "the backup of $BACKUP_FILE ended before its dump: nothing was shipped to $where"
-      fi
+      if [ "$(cat "$verdict" 2>/dev/null)" = retry ]; then try=$((try + 1)); continue; fi
+      [ -p "$stream" ] || fail "the backup of $BACKUP_FILE ended before its dump: nothing was shipped to $where"
       for tap in sum last size; do rm -f "$work/$tap"; mkfifo "$work/$tap"; done
       digest < "$work/sum" > "$work/sent" &
       tail -n 1 < "$work/last" > "$work/trailer" &

@@ -2,7 +2,8 @@
 and schedule) and the mysql_backup role (verification, retention): the records newest first
 as retention sees them (`mysql_backup_by_age`), the one to name the latest
 (`mysql_backup_latest`), those retention removes (`mysql_backup_excess`), the backup part of
-an instance's status (`mysql_backup_status`), a record's Verified condition
+an instance's status (`mysql_backup_status`), the instance's Archived condition from it
+(`mysql_archive_condition`), a record's Verified condition
 (`mysql_backup_verified_condition`) and when a cron schedule fires next (`mysql_cron_next`).
 
 One file, because they share what makes a record good, bad or still running (`_settled`,
@@ -151,6 +152,41 @@ def _point_in_time(good: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {key: value for key, value in found.items() if value is not None}
 
 
+def archive_condition(backup: Any, *, url: Any, archiving: Any,
+                      previous_conditions: Any) -> list[dict[str, Any]]:
+    """The instance's Archived condition (a list of one, or none), from the ``backup`` part
+    of its status (`backup_status`): False with reason ArchiveGap when the newest backup with
+    a position found a log missing from the archive in ``url`` (a restore whose replay needs
+    it is refused), True while the archive reaches a time, Unknown before the first backup
+    with a position. Without ``archiving`` (spec.backup.pointInTime off): False with reason
+    Off when the status has the condition from before, else none."""
+    if not archiving:
+        had = any(c.get("type") == "Archived"
+                  for c in previous_conditions or [] if isinstance(c, dict))
+        if not had:
+            return []
+        return [_condition("False", "Off",
+                           "binary logs are not archived (spec.backup.pointInTime)")]
+    found = (backup or {}).get("pointInTime") or {}
+    where = f"{url}/binlogs"
+    if found.get("gap"):
+        return [_condition("False", "ArchiveGap", (
+            f"the binary logs archived in {where} lack {found['gap']} (found by backup"
+            f" {found.get('asOf', '')}): a point-in-time restore whose replay needs it is"
+            " refused; restores to times after a newer backup are not affected"))]
+    if not found.get("archivedTo"):
+        return [_condition("Unknown", "NoPositionYet", (
+            f"binary logs are archived to {where}; a point-in-time restore needs a backup"
+            " taken since (its position in the logs)"))]
+    return [_condition("True", "Archiving", (
+        f"binary logs are archived to {where}; they reached {found['archivedTo']} at backup"
+        f" {found.get('asOf', '')}, the earliest time to restore to is {found.get('from', '')}"))]
+
+
+def _condition(status: str, reason: str, message: str) -> dict[str, Any]:
+    return {"type": "Archived", "status": status, "reason": reason, "message": message}
+
+
 def verified_condition(verdict: Any, *, verify_now: Any, previous_conditions: Any,
                        verify: Any) -> dict[str, Any]:
     """A record's Verified condition: from this run's ``verdict`` ({job_state, message} of
@@ -231,6 +267,7 @@ class FilterModule:
             "mysql_backup_excess": excess,
             "mysql_backup_latest": latest,
             "mysql_backup_status": backup_status,
+            "mysql_archive_condition": archive_condition,
             "mysql_backup_verified_condition": verified_condition,
             "mysql_cron_next": cron_next,
         }
