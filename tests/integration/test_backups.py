@@ -151,37 +151,53 @@ def test_a_dump_that_meets_ddl_is_taken_again_in_the_same_backup(backups: Backup
     figures query with ERROR 1412, "Table definition has changed, please retry transaction",
     or, when the rebuild holds the table's lock as the dump reads it, ERROR 1213 (deadlock).
     The backup Job takes the whole backup again (the rebuilding stops once it has said so),
-    and the record is Complete and Verified; the Job's log names the refusal and the try."""
+    and the record is Complete and Verified; the Job's log names the refusal and the try.
+    Whether a rebuild lands inside a dump is up to the two clients' timing: a backup that
+    happened to miss every rebuild is Complete too, and another one is taken (three at most)."""
     b = backups
 
     def one(server: oh.Server) -> None:
-        name, backup = server.name("bk"), f"{server.name('bk')}-ddl"
+        name = server.name("bk")
         sql(b.cluster, b.ns, name, "CREATE TABLE a_big (id INT AUTO_INCREMENT PRIMARY KEY, pad CHAR(200)); "
                                    "INSERT INTO a_big (pad) VALUES (REPEAT('x', 200)); "
                                    + "INSERT INTO a_big (pad) SELECT pad FROM a_big; " * 16
                                    + "CREATE TABLE z_rebuilt (id INT PRIMARY KEY); INSERT INTO z_rebuilt VALUES (1), (2);")
         pod = server_pod_name(b.cluster, b.ns, name)
-        stop = f"/tmp/stop-ddl-{backup}"
+        stop = f"/tmp/stop-ddl-{name}"
         rebuilder = subprocess.Popen(
             [b.cluster.kubectl_bin, "--kubeconfig", b.cluster.kubeconfig, "-n", b.ns, "exec", pod, "--", "sh", "-c",
              f"while [ ! -e {stop} ]; do mysql -uroot -p{PASSWORD} {DATABASE} "
              "-e 'ALTER TABLE z_rebuilt ENGINE=InnoDB' 2>/dev/null; sleep 0.2; done"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        job = f"{backup}-dump"
+        met = ""
         try:
-            b.cluster.apply(backup_object(b.ns, backup, name))
+            for attempt in range(1, 4):
+                backup = f"{name}-ddl-{attempt}"
+                job = f"{backup}-dump"
+                b.cluster.apply(backup_object(b.ns, backup, name))
 
-            def refused_once() -> bool:
-                return "trying again" in b.cluster.job_logs(b.ns, job)
-            b.cluster.wait_for(refused_once, timeout=300, what=f"the dump Job {job} to meet the DDL", interval=0.5)
+                def retried_or_decided(backup: str = backup, job: str = job) -> bool:
+                    if "trying again" in b.cluster.job_logs(b.ns, job):
+                        return True
+                    state = b.cluster.get("-n", b.ns, "mysqlbackups.otus.homework", backup).get("status", {})
+                    return state.get("state") in ("Complete", "Failed")
+                b.cluster.wait_for(retried_or_decided, timeout=300, interval=0.5,
+                                   what=f"the dump Job {job} to meet the DDL or finish")
+                if "trying again" in b.cluster.job_logs(b.ns, job):
+                    met = backup
+                    break
+                missed = wait_decided(b, backup)
+                assert missed["status"]["state"] == "Complete", missed["status"]
+                print(f"  {backup}: the dump met no rebuild; another backup")
         finally:
             b.cluster.kubectl("-n", b.ns, "exec", pod, "--", "touch", stop, check=False)
             rebuilder.wait(timeout=60)
-        obj = wait_decided(b, backup)
+        assert met, f"none of three dumps of {name} met the rebuilds"
+        obj = wait_decided(b, met)
         status = obj["status"]
         assert status["state"] == "Complete", status
         assert verified(obj) == "True", oh.condition(obj, "Verified")
-        log = b.cluster.job_logs(b.ns, job)
+        log = b.cluster.job_logs(b.ns, f"{met}-dump")
         assert "try 1 of 3" in log, log
         assert any(refusal in log for refusal in ("Table definition has changed", "Deadlock found")), log
         figures.add("dumps taken again after DDL")
