@@ -58,6 +58,28 @@ def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any
         """)
 
 
+def shell_pod(namespace: str, name: str, script: str, *, env: list[dict[str, Any]] | None = None,
+              image: str = MYSQL_IMAGE) -> str:
+    """A bare Pod that runs `script` with sh in `image`, never restarted: for a long-lived
+    client that tests reach with `kubectl exec` (the pod of shell_job, without the Job)."""
+    return textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}, namespace: {namespace}}}
+        spec:
+          restartPolicy: Never
+          enableServiceLinks: false
+          securityContext: {json.dumps(POD_SECURITY)}
+          containers:
+          - name: client
+            image: {image}
+            imagePullPolicy: IfNotPresent
+            securityContext: {json.dumps(CONTAINER_SECURITY)}
+            command: [sh, -c, {json.dumps(script)}]
+            env: {json.dumps(env or [])}
+        """)
+
+
 def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str, *, secret: str,
                    key: str = "password", user: str = "root", wait_for_server: bool = False,
                    labels: dict[str, str] | None = None, image: str = MYSQL_IMAGE, port: int = 3306) -> str:

@@ -1,15 +1,21 @@
 """Backups in an S3-compatible bucket (spec.backup.s3), on both server images, against the
 local cluster's real object store (SeaweedFS, `cluster/cluster.sh object-store`): scheduled
 and on-demand backups shipped compressed and encrypted, verified, and read back from the
-bucket by a client of the test's own; the loss of the node (the instance deleted, its
-volumes and their directories removed) followed by a new instance in another namespace that
-restores every row from the bucket; a restore to a point in time from the archived binary
-logs (spec.backup.pointInTime), and one refused over a gap in them; a backup that cannot
-reach the bucket (wrong credentials) failing with the bucket named; and a restore without
-the key refused.
+bucket by a client of the test's own; a MySQLRestore of a backup named by its record; a
+restore to a point in time from the archived binary logs (spec.backup.pointInTime), one
+refused over a gap in them and one refused because the archive does not reach the time yet;
+the loss of the node (the instance deleted, its volumes and their directories removed)
+followed by a new instance in another namespace that restores every row from the bucket;
+backups that cannot reach the bucket (wrong credentials, an unreachable endpoint, a bucket
+that does not exist) failing with the target named; and a restore without the key refused.
 
-One operator watches both namespaces of the module. The store's credentials are copied into
+One operator watches both namespaces of the module. Each image has two instances: `s3-<image>`
+backs up to the bucket on a schedule, `pitr-<image>` archives its binary logs; the tests run
+in file order, each on what the ones before it left (the node-loss test deletes `s3-<image>`,
+so it comes after every test that needs it running). The store's credentials are copied into
 the module's namespaces as a Secret; the age identity is made here (random bytes, bech32).
+The test's own bucket client is one pod of the backup-tools image (TOOLS_POD), reached with
+`kubectl exec`.
 Each image's figures line (`bucket <image>: ...`) gives the on-demand backup's size, its bytes
 in the bucket and its time (dump, ship, read back), and the restore Job's time after the loss
 of the node (fetch and load); `OBJECT_STORAGE_ROWS` adds a table of that many rows (about
@@ -45,13 +51,17 @@ STORE_NAMESPACE = "object-store"
 ENDPOINT = "http://seaweedfs.object-store.svc.cluster.local:8333"
 BUCKET = "backups"
 TOOLS_IMAGE = "localhost/backup-tools:bookworm"
+TOOLS_POD = "bucket-client"  # in Store.ns: the test's reads and writes of the bucket
+UNREACHABLE_ENDPOINT = "http://no-such-host.object-store.svc.cluster.local:8333"
+MISSING_BUCKET = "no-such-bucket"
 REPO = Path(__file__).resolve().parents[2]
 BULK_ROWS = int(os.environ.get("OBJECT_STORAGE_ROWS", "0"))
 # the archiving instance's archiveSeconds, and how long its steady write load runs (the RPO
 # figure); the bench's bucket scenario sets both
 ARCHIVE_SECONDS = int(os.environ.get("PITR_ARCHIVE_SECONDS", "5"))
-LOAD_SECONDS = int(os.environ.get("PITR_LOAD_SECONDS", "20"))
-# per image: the on-demand backup's figures (test 1), completed by the restore's (test 2)
+LOAD_SECONDS = int(os.environ.get("PITR_LOAD_SECONDS", "10"))
+# per image: the on-demand backup's figures (the scheduled test), completed by the restore's
+# (the node-loss test)
 MEASURED: dict[str, dict[str, float]] = {}
 
 _BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
@@ -100,8 +110,22 @@ def secret(ns: str, name: str, data: dict[str, str]) -> str:
 
 
 def s3_backup(ns: str, credentials: str = "s3-creds", **extra: Any) -> dict[str, Any]:
+    """spec.backup of the module's store; `extra` adds to (or replaces) spec.backup.s3's fields."""
     return {"verify": True, "encryptionSecret": "backup-key",
             "s3": {"endpoint": ENDPOINT, "bucket": BUCKET, "credentialsSecret": credentials, **extra}}
+
+
+def bucket_env() -> list[dict[str, Any]]:
+    """The bucket client's environment: the store's credentials for rclone's :s3: remote and
+    the age identity in $AGE_IDENTITY, from the namespace's Secrets."""
+    return [{"name": "RCLONE_S3_PROVIDER", "value": "Other"},
+            {"name": "RCLONE_S3_ENDPOINT", "value": ENDPOINT},
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "RCLONE_S3_ACCESS_KEY_ID",
+             "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}}},
+            {"name": "RCLONE_S3_SECRET_ACCESS_KEY",
+             "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}}},
+            {"name": "AGE_IDENTITY", "valueFrom": {"secretKeyRef": {"name": "backup-key", "key": "identity"}}}]
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +144,9 @@ def store(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) ->
             cluster.apply(secret(where, "backup-key", {"identity": identity}))
             cluster.apply(secret(where, "s3-wrong", {"AWS_ACCESS_KEY_ID": credentials["AWS_ACCESS_KEY_ID"],
                                                      "AWS_SECRET_ACCESS_KEY": "not-" + credentials["AWS_SECRET_ACCESS_KEY"]}))
+        # the bucket client: idle until a test execs a script in it; TERM ends it at once
+        cluster.apply(kube.shell_pod(ns, TOOLS_POD, "trap 'exit 0' TERM; while :; do sleep 2; done",
+                                     env=bucket_env(), image=TOOLS_IMAGE))
         for server in SERVERS:
             cluster.apply(oh.mysql_object(server.name("s3"), ns, image=server.image,
                                           backup={**s3_backup(ns), "schedule": "* * * * *", "keep": 2}))
@@ -127,6 +154,8 @@ def store(cluster: harness.Cluster, tmp_path_factory: pytest.TempPathFactory) ->
                                           backup={**s3_backup(ns), "pointInTime": {
                                               "enabled": True, "archiveSeconds": ARCHIVE_SECONDS}}))
         try:
+            cluster.kubectl("-n", ns, "wait", "--for=condition=Ready", f"pod/{TOOLS_POD}", "--timeout=180s",
+                            timeout=200)
             for server in SERVERS:
                 for name in (server.name("s3"), server.name("pitr")):
                     oh.wait_successful(cluster, ns, name, operator)
@@ -163,26 +192,27 @@ def wait_decided(s: Store, name: str, timeout: float = 600) -> dict[str, Any]:
     return oh.wait_backup_decided(s.cluster, s.ns, name, s.operator, timeout)
 
 
-def bucket_client(s: Store, ns: str, name: str, script: str) -> str:
-    """Run `script` in the backup-tools image with the store's credentials (rclone's :s3:
-    remote) and the age identity in $AGE_IDENTITY; its log."""
-    env: list[dict[str, Any]] = [
-           {"name": "RCLONE_S3_PROVIDER", "value": "Other"},
-           {"name": "RCLONE_S3_ENDPOINT", "value": ENDPOINT},
-           {"name": "HOME", "value": "/tmp"},
-           {"name": "RCLONE_S3_ACCESS_KEY_ID",
-            "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}}},
-           {"name": "RCLONE_S3_SECRET_ACCESS_KEY",
-            "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}}},
-           {"name": "AGE_IDENTITY", "valueFrom": {"secretKeyRef": {"name": "backup-key", "key": "identity"}}}]
-    s.cluster.apply(kube.shell_job(ns, name, "set -eu\n" + script, env=env, image=TOOLS_IMAGE))
-    s.cluster.wait_job(ns, name, timeout=300)
-    return s.cluster.job_logs(ns, name)
+def bucket_client(s: Store, script: str) -> str:
+    """Run `script` in the bucket client's pod (the backup-tools image, bucket_env: the
+    store's credentials for rclone's :s3: remote, the age identity in $AGE_IDENTITY); its
+    output. The bucket is the same from both namespaces: the DR namespace's objects are read
+    here too."""
+    return s.cluster.kubectl("-n", s.ns, "exec", TOOLS_POD, "--", "sh", "-c", "set -eu\numask 077\n" + script,
+                             timeout=300).stdout
 
 
-def bucket_listing(s: Store, ns: str, name: str, prefix: str) -> list[str]:
-    out = bucket_client(s, ns, name, f'rclone --config "" -q lsf -R ":s3:{BUCKET}/{prefix}"')
+def bucket_listing(s: Store, prefix: str) -> list[str]:
+    out = bucket_client(s, f'rclone --config "" -q lsf -R ":s3:{BUCKET}/{prefix}"')
     return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+
+def restore_record(s: Store, name: str, spec: dict[str, str]) -> dict[str, Any]:
+    """Create the MySQLRestore `name` of `spec` in Store.ns; its status once Complete or Failed."""
+    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLRestore",
+                                "metadata": {"name": name, "namespace": s.ns}, "spec": spec}))
+    s.cluster.wait_for(lambda: s.cluster.get("-n", s.ns, "mysqlrestores.otus.homework", name).get(
+        "status", {}).get("state") in ("Complete", "Failed"), timeout=420, what=f"MySQLRestore {name} to finish")
+    return dict(s.cluster.get("-n", s.ns, "mysqlrestores.otus.homework", name))
 
 
 def size(count: float) -> str:
@@ -205,133 +235,6 @@ def fill_bulk(s: Store, name: str, rows: int) -> None:
         sql(s.cluster, s.ns, name, "INSERT INTO bulk (v) SELECT REPEAT(SHA2(RAND(), 256), 3) FROM bulk "
                                    f"LIMIT {min(count, rows - count)};")
         count += min(count, rows - count)
-
-
-# --- tests -----------------------------------------------------------------------------------
-
-def test_scheduled_and_on_demand_backups_reach_the_bucket_encrypted_and_verified(store: Store) -> None:
-    """Scheduled backups (every minute, keep 2) and an on-demand one are Complete and
-    Verified with their objects in the bucket; once the schedule is removed, the bucket
-    holds exactly the objects of the records retention kept, before and after the on-demand
-    backup (pruned records' objects are removed there too). A client of the test's own cannot
-    read an object without the key (an age file, not zstd) and reads the rows back with it."""
-    s = store
-
-    def one(server: oh.Server) -> None:
-        name = server.name("s3")
-        prefix = f"{s.ns}/{name}"
-        sql(s.cluster, s.ns, name, "CREATE TABLE kept (id INT PRIMARY KEY, v VARCHAR(40)); "
-                                   "INSERT INTO kept VALUES (1, 'one'), (2, 'two'), (3, 'three');")
-
-        def scheduled_verified() -> int:
-            return sum(1 for r in records(s.cluster, s.ns, name) if r["spec"].get("job")
-                       and r.get("status", {}).get("state") == "Complete" and verified(r) == "True")
-        s.cluster.wait_for(lambda: scheduled_verified() >= 2, timeout=480,
-                           what=f"two verified scheduled backups of {name}")
-        s.cluster.kubectl("-n", s.ns, "patch", "mysqls.otus.homework", name, "--type=merge",
-                          "-p", '{"spec":{"backup":{"schedule":null}}}')
-
-        def settled() -> bool:
-            jobs = s.cluster.kubectl("-n", s.ns, "get", "cronjob", f"{name}-bk", check=False)
-            return jobs.returncode != 0 and all(
-                r.get("status", {}).get("state") in ("Complete", "Failed") and verified(r) in ("True", "False")
-                for r in records(s.cluster, s.ns, name))
-        s.cluster.wait_for(settled, timeout=300, what=f"{name}'s schedule gone and its backups decided")
-
-        polls = iter(range(1000))
-
-        def bucket_matches_records(keep: int) -> bool:
-            complete = sorted(r["status"]["file"] for r in records(s.cluster, s.ns, name)
-                              if r.get("status", {}).get("state") == "Complete")
-            found = bucket_listing(s, s.ns, f"{name}-ls-{next(polls)}", prefix)
-            wanted = sorted(f"{f}{suffix}" for f in complete for suffix in (".figures.zst.age", ".zst.age"))
-            print(f">> {server.key}: {len(complete)} complete records, bucket: {found}")
-            return len(complete) <= keep and found == wanted
-        s.cluster.wait_for(lambda: bucket_matches_records(2), timeout=240, interval=5,
-                           what=f"the bucket to hold exactly the objects of {name}'s kept backups")
-
-        if BULK_ROWS:
-            fill_bulk(s, name, BULK_ROWS)
-        s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                    "metadata": {"name": f"{name}-now", "namespace": s.ns},
-                                    "spec": {"instance": name}}))
-        done = wait_decided(s, f"{name}-now")
-        status = done["status"]
-        assert status["state"] == "Complete", status
-        assert verified(done) == "True", status
-        assert status["object"] == f"s3://{BUCKET}/{prefix}/{name}-now.sql.zst.age", status
-        assert int(status["stored"]) > 0, status
-        MEASURED[server.key] = {"size": int(status["size"]), "stored": int(status["stored"]),
-                                "backup_s": seconds(status["startTime"], status["completionTime"])}
-        s.cluster.wait_for(lambda: bucket_matches_records(2), timeout=240, interval=5,
-                           what=f"the oldest of {name}'s backups to be pruned from the bucket too")
-
-        out = bucket_client(s, s.ns, f"{name}-read", f"""
-            obj=":s3:{BUCKET}/{prefix}/{name}-now.sql.zst.age"
-            printf '%s\\n' "$AGE_IDENTITY" > /tmp/identity
-            echo "header=$(rclone --config "" -q cat --head 21 "$obj")"
-            if rclone --config "" -q cat "$obj" | zstd -q -d -c > /dev/null 2>&1; then echo plain=readable; else echo plain=unreadable; fi
-            echo "rows=$(rclone --config "" -q cat "$obj" | age -d -i /tmp/identity | zstd -q -d -c | grep -c "(3,'three')")"
-        """)
-        assert "header=age-encryption.org/v1" in out, out
-        assert "plain=unreadable" in out, out
-        assert "rows=1" in out, out
-
-    oh.for_each_server(one)
-
-
-def test_after_the_loss_of_the_node_an_instance_in_another_namespace_restores_from_the_bucket(
-        store: Store) -> None:
-    """The instance is deleted (its backup at deletion goes to the bucket), then its data and
-    backup volumes and their directories on the node are removed: nothing of it is left in
-    the cluster. A new instance in another namespace names the file in the bucket (prefix of
-    the lost one) and has every row back, the rows written after the last scheduled backup
-    included."""
-    s = store
-
-    def one(server: oh.Server) -> None:
-        name = server.name("s3")
-        sql(s.cluster, s.ns, name, "CREATE TABLE late (id INT PRIMARY KEY); INSERT INTO late VALUES (7), (8);")
-        expected = sql(s.cluster, s.ns, name, "SELECT COUNT(*) FROM kept; SELECT COUNT(*) FROM late;")
-        s.cluster.kubectl("-n", s.ns, "delete", "mysqls.otus.homework", name, "--wait=true", "--timeout=420s", timeout=460)
-        # the record of the backup taken at deletion, once its run has verified the file
-        at_deletion: list[dict[str, Any]] = []
-
-        def recorded() -> bool:
-            at_deletion[:] = [r for r in records(s.cluster, s.ns, name)
-                              if r.get("status", {}).get("origin") == "operator" and verified(r) in ("True", "False")]
-            return bool(at_deletion)
-        s.cluster.wait_for(recorded, timeout=300, what=f"the record of {name}'s backup at deletion")
-        assert at_deletion[0]["status"]["state"] == "Complete", at_deletion[0]["status"]
-        assert verified(at_deletion[0]) == "True", at_deletion[0]["status"]
-        file = at_deletion[0]["spec"]["file"]
-        # the node is lost: the volumes and their directories go
-        # (their claims and volumes go once no pod of the namespace refers to them any more:
-        # the finished Jobs' pods still do)
-        s.cluster.kubectl("-n", s.ns, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}", "--wait=false")
-        s.cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-name={name},otus.homework/mysql-namespace={s.ns}",
-                          "--wait=false")
-        for kind in ("data", "backups"):
-            for path in (oh.HOSTPATH_BASE / kind / s.ns).glob(f"{name}*"):
-                shutil.rmtree(path)
-        assert not list((oh.HOSTPATH_BASE / "backups" / s.ns).glob(f"{name}*"))
-
-        s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, restore_from=file,
-                                        backup=s3_backup(s.dr_ns, prefix=f"{s.ns}/{name}")))
-        oh.wait_successful(s.cluster, s.dr_ns, name, s.operator, timeout=600)
-        oh.wait_ready(s.cluster, s.dr_ns, name)
-        assert sql(s.cluster, s.dr_ns, name, "SELECT COUNT(*) FROM kept; SELECT COUNT(*) FROM late;") == expected
-        job = s.cluster.get("-n", s.dr_ns, "job", f"{name}-restore")["status"]
-        got = MEASURED.setdefault(server.key, {})
-        got["restore_s"] = seconds(job["startTime"], job["completionTime"])
-        line = (f"bucket {server.key} ({server.image}): on-demand backup of {size(got.get('size', 0))} "
-                f"({BULK_ROWS} bulk rows), {size(got.get('stored', 0))} in the bucket, "
-                f"{got.get('backup_s', 0):.0f} s to dump, ship and read back; restore Job after the loss "
-                f"of the node (fetch and load of the backup at deletion) {got['restore_s']:.0f} s")
-        print(f">> {line}")
-        figures.measured(line)
-
-    oh.for_each_server(one)
 
 
 def utc(text: str) -> datetime.datetime:
@@ -382,8 +285,7 @@ def archive_lag_under_load(s: Store, server: oh.Server) -> None:
 def refused_over_a_gap(s: Store, server: oh.Server, prefix: str, log: str, at: str) -> None:
     """Remove the archived binary log `log` from the bucket; a restore to `at` is refused
     with a Failure condition and a Warning that name the missing log."""
-    name = server.name("pitr")
-    removed = bucket_client(s, s.ns, f"{name}-rm", f"""
+    removed = bucket_client(s, f"""
         for object in $(rclone --config "" -q lsf -R ":s3:{BUCKET}/{prefix}/binlogs" | grep '/{log}-'); do
           rclone --config "" -q deletefile ":s3:{BUCKET}/{prefix}/binlogs/$object"
           echo "removed=$object"
@@ -404,6 +306,182 @@ def refused_over_a_gap(s: Store, server: oh.Server, prefix: str, log: str, at: s
     warnings = oh.wait_warning(s.cluster, s.dr_ns, gap, lambda m: "gap in the binary logs" in m)
     assert warnings, warnings
     print(f">> {server.key}: a gap: {message[:300]}")
+
+
+def misdirected_backup(s: Store, label: str, credentials: str = "s3-creds", **target: str) -> dict[str, Any]:
+    """The failing-target tests' instance `wrong-<image>` of SERVERS[0] in Store.dr_ns, one
+    server for all of them: created, or updated, with spec.backup.s3 of `credentials` and
+    `target` (s3_backup's extra fields), Successful at that spec and Ready; then its
+    on-demand backup `<instance>-<label>`, once Failed (the record)."""
+    server = SERVERS[0]
+    name = server.name("wrong")
+    s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image,
+                                    backup=s3_backup(s.dr_ns, credentials, **target)))
+    oh.wait_successful(s.cluster, s.dr_ns, name, s.operator)
+    oh.wait_ready(s.cluster, s.dr_ns, name)
+    backup = f"{name}-{label}"
+    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                "metadata": {"name": backup, "namespace": s.dr_ns},
+                                "spec": {"instance": name}}))
+
+    def failed() -> bool:
+        state = record(s.cluster, s.dr_ns, backup).get("status", {}).get("state")
+        assert state != "Complete", f"{backup} is Complete"
+        return bool(state == "Failed")
+    s.cluster.wait_for(failed, timeout=420, what=f"the backup {backup} to fail")
+    return record(s.cluster, s.dr_ns, backup)
+
+
+def failed_naming(s: Store, backup: str, said: str) -> None:
+    """The Failed record `backup` in Store.dr_ns has a Failure condition, and a Warning Event,
+    that say `said`."""
+    def failure() -> str:
+        return str((oh.condition(record(s.cluster, s.dr_ns, backup), "Failure") or {}).get("message", ""))
+    s.cluster.wait_for(lambda: said in failure(), timeout=60, what=f"the Failure condition of {backup} to say {said!r}")
+    warnings = oh.wait_warning(s.cluster, s.dr_ns, backup, lambda m: said in m)
+    assert any(said in m for m in warnings), warnings
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+def test_scheduled_and_on_demand_backups_reach_the_bucket_encrypted_and_verified(store: Store) -> None:
+    """Scheduled backups (every minute, keep 2) and an on-demand one are Complete and
+    Verified with their objects in the bucket; once the schedule is removed, the bucket
+    holds exactly the objects of the records retention kept, before and after the on-demand
+    backup (pruned records' objects are removed there too). A client of the test's own cannot
+    read an object without the key (an age file, not zstd) and reads the rows back with it."""
+    s = store
+
+    def one(server: oh.Server) -> None:
+        name = server.name("s3")
+        prefix = f"{s.ns}/{name}"
+        sql(s.cluster, s.ns, name, "CREATE TABLE kept (id INT PRIMARY KEY, v VARCHAR(40)); "
+                                   "INSERT INTO kept VALUES (1, 'one'), (2, 'two'), (3, 'three');")
+
+        def scheduled_verified() -> int:
+            return sum(1 for r in records(s.cluster, s.ns, name) if r["spec"].get("job")
+                       and r.get("status", {}).get("state") == "Complete" and verified(r) == "True")
+        s.cluster.wait_for(lambda: scheduled_verified() >= 2, timeout=480,
+                           what=f"two verified scheduled backups of {name}")
+        s.cluster.kubectl("-n", s.ns, "patch", "mysqls.otus.homework", name, "--type=merge",
+                          "-p", '{"spec":{"backup":{"schedule":null}}}')
+
+        def settled() -> bool:
+            jobs = s.cluster.kubectl("-n", s.ns, "get", "cronjob", f"{name}-bk", check=False)
+            return jobs.returncode != 0 and all(
+                r.get("status", {}).get("state") in ("Complete", "Failed") and verified(r) in ("True", "False")
+                for r in records(s.cluster, s.ns, name))
+        s.cluster.wait_for(settled, timeout=300, what=f"{name}'s schedule gone and its backups decided")
+
+        def bucket_matches_records(keep: int) -> bool:
+            complete = sorted(r["status"]["file"] for r in records(s.cluster, s.ns, name)
+                              if r.get("status", {}).get("state") == "Complete")
+            found = bucket_listing(s, prefix)
+            wanted = sorted(f"{f}{suffix}" for f in complete for suffix in (".figures.zst.age", ".zst.age"))
+            print(f">> {server.key}: {len(complete)} complete records, bucket: {found}")
+            return len(complete) <= keep and found == wanted
+        s.cluster.wait_for(lambda: bucket_matches_records(2), timeout=240, interval=2,
+                           what=f"the bucket to hold exactly the objects of {name}'s kept backups")
+
+        if BULK_ROWS:
+            fill_bulk(s, name, BULK_ROWS)
+        s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                    "metadata": {"name": f"{name}-now", "namespace": s.ns},
+                                    "spec": {"instance": name}}))
+        done = wait_decided(s, f"{name}-now")
+        status = done["status"]
+        assert status["state"] == "Complete", status
+        assert verified(done) == "True", status
+        assert status["object"] == f"s3://{BUCKET}/{prefix}/{name}-now.sql.zst.age", status
+        assert int(status["stored"]) > 0, status
+        MEASURED[server.key] = {"size": int(status["size"]), "stored": int(status["stored"]),
+                                "backup_s": seconds(status["startTime"], status["completionTime"])}
+        s.cluster.wait_for(lambda: bucket_matches_records(2), timeout=240, interval=2,
+                           what=f"the oldest of {name}'s backups to be pruned from the bucket too")
+
+        out = bucket_client(s, f"""
+            obj=":s3:{BUCKET}/{prefix}/{name}-now.sql.zst.age"
+            identity=$(mktemp)
+            printf '%s\\n' "$AGE_IDENTITY" > "$identity"
+            echo "header=$(rclone --config "" -q cat --head 21 "$obj")"
+            if rclone --config "" -q cat "$obj" | zstd -q -d -c > /dev/null 2>&1; then echo plain=readable; else echo plain=unreadable; fi
+            echo "rows=$(rclone --config "" -q cat "$obj" | age -d -i "$identity" | zstd -q -d -c | grep -c "(3,'three')")"
+            rm -f "$identity"
+        """)
+        assert "header=age-encryption.org/v1" in out, out
+        assert "plain=unreadable" in out, out
+        assert "rows=1" in out, out
+
+    oh.for_each_server(one)
+
+
+def test_a_restore_of_a_backup_named_by_its_record_loads_it_from_the_bucket(store: Store) -> None:
+    """A MySQLRestore naming the on-demand backup of the scheduled test (spec.backup) replaces
+    the running instance's database with that backup, fetched from the bucket by the load
+    Job: a row changed, a row added and a table created after the backup are gone, its rows
+    are back."""
+    s = store
+
+    def one(server: oh.Server) -> None:
+        name = server.name("s3")
+        backup = record(s.cluster, s.ns, f"{name}-now")["status"]
+        sql(s.cluster, s.ns, name, "UPDATE kept SET v = 'uno' WHERE id = 1; INSERT INTO kept VALUES (4, 'four'); "
+                                   "CREATE TABLE later (id INT PRIMARY KEY);")
+        done = restore_record(s, f"{name}-back", {"instance": name, "backup": f"{name}-now"})["status"]
+        assert done["state"] == "Complete", done
+        assert done["file"] == backup["file"], (done, backup)
+        rows = sql(s.cluster, s.ns, name, "SELECT GROUP_CONCAT(v ORDER BY id) FROM kept; SHOW TABLES LIKE 'later';")
+        assert rows.split() == ["one,two,three"], rows
+        # the file came from the bucket: the load Job's first container fetched it
+        pod = s.cluster.get("-n", s.ns, "job", f"{name}-back-load")["spec"]["template"]["spec"]
+        fetch = {e["name"]: e.get("value") for c in pod.get("initContainers", []) for e in c["env"]}
+        assert fetch.get("MODE") == "fetch" and fetch.get("BACKUP_FILE") == backup["file"], fetch
+        assert fetch.get("S3_PREFIX") == f"{s.ns}/{name}", fetch
+
+    oh.for_each_server(one)
+
+
+def test_a_restore_to_a_time_the_archive_has_not_reached_is_refused_before_the_database_is_touched(
+        store: Store) -> None:
+    """A MySQLRestore to an hour from now (spec.pointInTime) on the archiving instance, which
+    has a backup with its binary-log position, is Failed: its Failure condition, its status
+    and a Warning Event on the instance say how far the archive of binary logs reaches and
+    that it is not that time; the database's rows are those of before. One image
+    (SERVERS[0]): the refusal is the fetch's (objects.sh), before the server image is used.
+    It runs before the point-in-time test, whose gap and write load would stand in its way."""
+    s = store
+    server = SERVERS[0]
+    name = server.name("pitr")
+    sql(s.cluster, s.ns, name, "CREATE TABLE kept (id INT PRIMARY KEY, v VARCHAR(40)); "
+                               "INSERT INTO kept VALUES (1, 'one'), (2, 'two');")
+    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                "metadata": {"name": f"{name}-first", "namespace": s.ns},
+                                "spec": {"instance": name}}))
+    first = wait_decided(s, f"{name}-first")["status"]
+    assert first["state"] == "Complete" and first["binlog"]["position"], first
+    sql(s.cluster, s.ns, name, "INSERT INTO kept VALUES (3, 'three');")
+    before = sql(s.cluster, s.ns, name, "SELECT GROUP_CONCAT(v ORDER BY id) FROM kept;")
+    assert before.strip() == "one,two,three", before
+    future = (harness.now_utc() + datetime.timedelta(hours=1)).replace(microsecond=0)
+    restore = f"{name}-future"
+    done = restore_record(s, restore, {"instance": name, "pointInTime": f"{future:%Y-%m-%dT%H:%M:%SZ}"})
+    status = done["status"]
+    assert status["state"] == "Failed", status
+    found = re.search(rf"the binary logs archived in s3://{BUCKET}/{s.ns}/{name}/binlogs/\S+ "
+                      r"reach (\S+), not (\S+) ", status["jobMessage"])
+    assert found, status
+    # every event before the second after the one asked for is wanted (objects.sh)
+    assert utc(found[1]) < future <= utc(found[2]) <= future + datetime.timedelta(seconds=1), found.group(0)
+
+    def failure() -> str:
+        got = s.cluster.get("-n", s.ns, "mysqlrestores.otus.homework", restore)
+        return str((oh.condition(got, "Failure") or {}).get("message", ""))
+    s.cluster.wait_for(lambda: found.group(0) in failure(), timeout=60,
+                       what=f"the Failure condition of {restore} to say how far the archive reaches")
+    warnings = oh.wait_warning(s.cluster, s.ns, name, lambda m: restore in m and found.group(0) in m)
+    assert any(restore in m and found.group(0) in m for m in warnings), warnings
+    assert sql(s.cluster, s.ns, name, "SELECT GROUP_CONCAT(v ORDER BY id) FROM kept;") == before
+    print(f">> a time not reached yet: {status['jobMessage'][:300]}")
 
 
 def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap_is_refused(
@@ -470,13 +548,7 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
         print(f">> {server.key}: restored to {at}: {restored} ({time.monotonic() - started:.0f} s to Ready)")
 
         # the same point in time loaded into the running instance: the dropped table is back
-        undo = f"{name}-undo"
-        s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLRestore",
-                                    "metadata": {"name": undo, "namespace": s.ns},
-                                    "spec": {"instance": name, "pointInTime": at}}))
-        s.cluster.wait_for(lambda: s.cluster.get("-n", s.ns, "mysqlrestores.otus.homework", undo).get(
-            "status", {}).get("state") in ("Complete", "Failed"), timeout=420, what=f"MySQLRestore {undo} to finish")
-        done = s.cluster.get("-n", s.ns, "mysqlrestores.otus.homework", undo)["status"]
+        done = restore_record(s, f"{name}-undo", {"instance": name, "pointInTime": at})["status"]
         assert done["state"] == "Complete", done
         back = sql(s.cluster, s.ns, name, "SELECT GROUP_CONCAT(at ORDER BY id) FROM events;").strip()
         assert back == "base,t1,t2,t3", back
@@ -489,29 +561,101 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
     oh.for_each_server(one)
 
 
+def test_after_the_loss_of_the_node_an_instance_in_another_namespace_restores_from_the_bucket(
+        store: Store) -> None:
+    """The instance is deleted (its backup at deletion goes to the bucket), then its data and
+    backup volumes and their directories on the node are removed: nothing of it is left in
+    the cluster. A new instance in another namespace names the file in the bucket (prefix of
+    the lost one) and has every row back, the rows written after the last scheduled backup
+    included."""
+    s = store
+
+    def one(server: oh.Server) -> None:
+        name = server.name("s3")
+        sql(s.cluster, s.ns, name, "CREATE TABLE late (id INT PRIMARY KEY); INSERT INTO late VALUES (7), (8);")
+        expected = sql(s.cluster, s.ns, name, "SELECT COUNT(*) FROM kept; SELECT COUNT(*) FROM late;")
+        s.cluster.kubectl("-n", s.ns, "delete", "mysqls.otus.homework", name, "--wait=true", "--timeout=420s", timeout=460)
+        # the record of the backup taken at deletion, once its run has verified the file
+        at_deletion: list[dict[str, Any]] = []
+
+        def recorded() -> bool:
+            at_deletion[:] = [r for r in records(s.cluster, s.ns, name)
+                              if r.get("status", {}).get("origin") == "operator" and verified(r) in ("True", "False")]
+            return bool(at_deletion)
+        s.cluster.wait_for(recorded, timeout=300, what=f"the record of {name}'s backup at deletion")
+        assert at_deletion[0]["status"]["state"] == "Complete", at_deletion[0]["status"]
+        assert verified(at_deletion[0]) == "True", at_deletion[0]["status"]
+        file = at_deletion[0]["spec"]["file"]
+        # the node is lost: the volumes and their directories go
+        # (their claims and volumes go once no pod of the namespace refers to them any more:
+        # the finished Jobs' pods still do)
+        s.cluster.kubectl("-n", s.ns, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}", "--wait=false")
+        s.cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-name={name},otus.homework/mysql-namespace={s.ns}",
+                          "--wait=false")
+        for kind in ("data", "backups"):
+            for path in (oh.HOSTPATH_BASE / kind / s.ns).glob(f"{name}*"):
+                shutil.rmtree(path)
+        assert not list((oh.HOSTPATH_BASE / "backups" / s.ns).glob(f"{name}*"))
+
+        s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, restore_from=file,
+                                        backup=s3_backup(s.dr_ns, prefix=f"{s.ns}/{name}")))
+        oh.wait_successful(s.cluster, s.dr_ns, name, s.operator, timeout=600)
+        oh.wait_ready(s.cluster, s.dr_ns, name)
+        assert sql(s.cluster, s.dr_ns, name, "SELECT COUNT(*) FROM kept; SELECT COUNT(*) FROM late;") == expected
+        job = s.cluster.get("-n", s.dr_ns, "job", f"{name}-restore")["status"]
+        got = MEASURED.setdefault(server.key, {})
+        got["restore_s"] = seconds(job["startTime"], job["completionTime"])
+        line = (f"bucket {server.key} ({server.image}): on-demand backup of {size(got.get('size', 0))} "
+                f"({BULK_ROWS} bulk rows), {size(got.get('stored', 0))} in the bucket, "
+                f"{got.get('backup_s', 0):.0f} s to dump, ship and read back; restore Job after the loss "
+                f"of the node (fetch and load of the backup at deletion) {got['restore_s']:.0f} s")
+        print(f">> {line}")
+        figures.measured(line)
+
+    oh.for_each_server(one)
+
+
 def test_a_backup_that_cannot_write_to_the_bucket_fails_naming_it(store: Store) -> None:
     """Wrong credentials: the backup is Failed, not Complete, and the Failure and the Warning
     Event name the bucket and the server's refusal; the key is not needed to say so."""
     s = store
-    server = SERVERS[0]
-    name = server.name("wrong")
-    s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, backup=s3_backup(s.dr_ns, "s3-wrong")))
-    oh.wait_successful(s.cluster, s.dr_ns, name, s.operator)
-    oh.wait_ready(s.cluster, s.dr_ns, name)
-    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                "metadata": {"name": f"{name}-now", "namespace": s.dr_ns},
-                                "spec": {"instance": name}}))
-
-    def failed() -> bool:
-        got = record(s.cluster, s.dr_ns, f"{name}-now")
-        return bool(got.get("status", {}).get("state") == "Failed")
-    s.cluster.wait_for(failed, timeout=420, what="the backup with wrong credentials to fail")
-    got = record(s.cluster, s.dr_ns, f"{name}-now")
+    name = SERVERS[0].name("wrong")
+    got = misdirected_backup(s, "now", credentials="s3-wrong")
     assert f"s3://{BUCKET}/{s.dr_ns}/{name}" in got["status"]["message"], got["status"]
     assert "SignatureDoesNotMatch" in got["status"]["message"], got["status"]
     warnings = oh.wait_warning(s.cluster, s.dr_ns, f"{name}-now", lambda m: f"s3://{BUCKET}/" in m)
     assert any("SignatureDoesNotMatch" in m for m in warnings), warnings
     print(f">> wrong credentials: {got['status']['message'][:300]}")
+
+
+def test_a_backup_to_an_unreachable_endpoint_fails_naming_it(store: Store) -> None:
+    """The instance of the wrong-credentials test, its spec.backup.s3 now naming an endpoint
+    whose host does not resolve: the backup is Failed, and the record's status, its Failure
+    condition and a Warning Event name the endpoint and the bucket's prefix. One image
+    (SERVERS[0]): the failure is the shipping container's (objects.sh), not the server's."""
+    s = store
+    name = SERVERS[0].name("wrong")
+    got = misdirected_backup(s, "unreachable", endpoint=UNREACHABLE_ENDPOINT)
+    said = f"could not list s3://{BUCKET}/{s.dr_ns}/{name} at {UNREACHABLE_ENDPOINT}"
+    assert said in got["status"]["message"], got["status"]
+    failed_naming(s, f"{name}-unreachable", said)
+    print(f">> an unreachable endpoint: {got['status']['message'][:300]}")
+
+
+def test_a_backup_to_a_bucket_that_does_not_exist_fails_naming_it(store: Store) -> None:
+    """The same instance, its spec.backup.s3 naming the store's endpoint and credentials and a
+    bucket the store does not have: the backup is Failed, and the record's status, its
+    Failure condition and a Warning Event name the bucket (the store would create it on a
+    write: the listing first says it is not there). One image (SERVERS[0]), as above."""
+    s = store
+    name = SERVERS[0].name("wrong")
+    got = misdirected_backup(s, "nobucket", bucket=MISSING_BUCKET)
+    said = f"bucket {MISSING_BUCKET} does not exist at {ENDPOINT} (listing s3://{MISSING_BUCKET}/{s.dr_ns}/{name})"
+    assert said in got["status"]["message"], got["status"]
+    failed_naming(s, f"{name}-nobucket", said)
+    listed = bucket_client(s, f'rclone --config "" -q lsf ":s3:" | grep -c "^{MISSING_BUCKET}/$" || true')
+    assert listed.strip() == "0", listed
+    print(f">> a bucket that does not exist: {got['status']['message'][:300]}")
 
 
 def test_a_restore_from_the_bucket_without_the_key_is_refused_naming_it(store: Store) -> None:
