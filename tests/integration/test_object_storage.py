@@ -308,6 +308,26 @@ def refused_over_a_gap(s: Store, server: oh.Server, prefix: str, log: str, at: s
     print(f">> {server.key}: a gap: {message[:300]}")
 
 
+def gap_reported(s: Store, name: str, log: str) -> None:
+    """The next backup of `name` finds the archive without `log`: the instance's Archived
+    condition is False (ArchiveGap) naming it, and a Warning Event says so."""
+    backup = f"{name}-after-gap"
+    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                "metadata": {"name": backup, "namespace": s.ns}, "spec": {"instance": name}}))
+    status = wait_decided(s, backup)["status"]
+    assert status["state"] == "Complete", status
+    sequence = log.rsplit(".", 1)[-1]
+    assert status["binlog"]["gap"] == sequence, status
+
+    def condition() -> dict[str, Any]:
+        return oh.condition(s.cluster.get("-n", s.ns, "mysqls.otus.homework", name), "Archived") or {}
+    s.cluster.wait_for(lambda: condition().get("reason") == "ArchiveGap", timeout=180,
+                       what=f"{name}'s Archived condition to report the gap")
+    assert condition()["status"] == "False" and f"lack {sequence}" in condition()["message"], condition()
+    warnings = oh.wait_warning(s.cluster, s.ns, name, lambda m: f"lack {sequence}" in m)
+    assert any(f"lack {sequence}" in m for m in warnings), warnings
+
+
 def misdirected_backup(s: Store, label: str, credentials: str = "s3-creds", **target: str) -> dict[str, Any]:
     """The failing-target tests' instance `wrong-<image>` of SERVERS[0] in Store.dr_ns, one
     server for all of them: created, or updated, with spec.backup.s3 of `credentials` and
@@ -441,6 +461,66 @@ def test_a_restore_of_a_backup_named_by_its_record_loads_it_from_the_bucket(stor
     oh.for_each_server(one)
 
 
+def test_a_streamed_dump_that_meets_ddl_is_taken_again_and_only_the_good_try_is_named(store: Store) -> None:
+    """A table rebuilt again and again (ALTER TABLE ... ENGINE=InnoDB from a second client)
+    during a backup to the bucket: the dump container gives up the try that met it (its
+    stream is dropped by the objects container) and takes the whole backup again; the record
+    is Complete and Verified (the verification fetches the copy in the bucket), the bucket
+    holds the named object and no partial one, and the backup volume holds no dump: the dump
+    was streamed. One image (SERVERS[0]): the hand-over between the two containers is the
+    same for both; test_backups takes DDL during a dump on both images to the volume."""
+    s = store
+    server = SERVERS[0]
+    name = server.name("s3")
+    sql(s.cluster, s.ns, name, "CREATE TABLE a_big (id INT AUTO_INCREMENT PRIMARY KEY, pad CHAR(200)); "
+                               "INSERT INTO a_big (pad) VALUES (REPEAT('x', 200)); "
+                               + "INSERT INTO a_big (pad) SELECT pad FROM a_big; " * 16
+                               + "CREATE TABLE z_rebuilt (id INT PRIMARY KEY); INSERT INTO z_rebuilt VALUES (1);")
+    pod = server_pod(s.cluster, s.ns, name)
+    stop = f"/tmp/stop-ddl-{name}"
+    rebuilder = subprocess.Popen(
+        [s.cluster.kubectl_bin, "--kubeconfig", s.cluster.kubeconfig, "-n", s.ns, "exec", pod, "-c", "mysql", "--",
+         "sh", "-c", f"while [ ! -e {stop} ]; do mysql -uroot -p{PASSWORD} {DATABASE} "
+         "-e 'ALTER TABLE z_rebuilt ENGINE=InnoDB' 2>/dev/null; sleep 0.2; done"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    met = ""
+    try:
+        for attempt in range(1, 4):
+            backup = f"{name}-ddl-{attempt}"
+            job = f"{backup}-dump"
+            s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                        "metadata": {"name": backup, "namespace": s.ns},
+                                        "spec": {"instance": name}}))
+
+            def retried_or_decided(backup: str = backup, job: str = job) -> bool:
+                if "trying again" in s.cluster.job_logs(s.ns, job):
+                    return True
+                return record(s.cluster, s.ns, backup).get("status", {}).get("state") in ("Complete", "Failed")
+            s.cluster.wait_for(retried_or_decided, timeout=300, interval=0.5,
+                               what=f"the dump Job {job} to meet the DDL or finish")
+            if "trying again" in s.cluster.job_logs(s.ns, job):
+                met = backup
+                break
+            assert wait_decided(s, backup)["status"]["state"] == "Complete"
+            print(f"  {backup}: the dump met no rebuild; another backup")
+    finally:
+        s.cluster.kubectl("-n", s.ns, "exec", pod, "-c", "mysql", "--", "touch", stop, check=False)
+        rebuilder.wait(timeout=60)
+    assert met, f"none of three dumps of {name} met the rebuilds"
+    done = wait_decided(s, met)
+    status = done["status"]
+    assert status["state"] == "Complete", status
+    assert verified(done) == "True", oh.condition(done, "Verified")
+    assert int(status["size"]) > 13_000_000, status
+    shipped = s.cluster.kubectl("-n", s.ns, "logs", f"job/{met}-dump", "-c", "objects", check=False).stdout
+    assert "is taken again; its stream is dropped" in shipped, shipped
+    found = bucket_listing(s, f"{s.ns}/{name}")
+    assert f"{met}.sql.zst.age" in found and not [f for f in found if f.endswith(".partial")], found
+    if os.access(oh.HOSTPATH_BASE.parent, os.R_OK):
+        assert not list(oh.backup_dir(s.ns, name).glob(f"*{met}*")), "a dump on the backup volume"
+    figures.add("dumps taken again after DDL")
+
+
 def test_a_restore_to_a_time_the_archive_has_not_reached_is_refused_before_the_database_is_touched(
         store: Store) -> None:
     """A MySQLRestore to an hour from now (spec.pointInTime) on the archiving instance, which
@@ -537,6 +617,8 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
             reach = got.get("pointInTime", {}).get("archivedTo")
             return bool(reach) and utc(reach) >= dropped and not got["pointInTime"].get("gap")
         s.cluster.wait_for(reported, timeout=180, what=f"{name}'s status to say how far its archive reaches")
+        archived = oh.condition(s.cluster.get("-n", s.ns, "mysqls.otus.homework", name), "Archived") or {}
+        assert (archived.get("status"), archived.get("reason")) == ("True", "Archiving"), archived
 
         started = time.monotonic()
         s.cluster.apply(oh.mysql_object(name, s.dr_ns, image=server.image, restore_from=at,
@@ -555,7 +637,9 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
         assert "binlogs=" in done["jobMessage"], done
 
         # the log the base backup's position is in goes missing from the bucket: a gap
-        refused_over_a_gap(s, server, prefix, base["binlog"]["position"].split(":")[0], at)
+        missing = base["binlog"]["position"].split(":")[0]
+        refused_over_a_gap(s, server, prefix, missing, at)
+        gap_reported(s, name, missing)
         archive_lag_under_load(s, server)
 
     oh.for_each_server(one)

@@ -111,11 +111,13 @@ reach_of() {
   [ "${last:-0}" -le "${reach:-0}" ] || reach=$last
   printf '%s\n' "$reach"
 }
-# what the archive of server $1 holds: "archived=<reach> gap=<first missing log or ->"
+# what the archive of server $1 holds: "archived=<reach> gap=<first missing log or ->"; a
+# server's logs start at .000001 (log-bin on, one archive per data directory), so a log
+# missing before the first archived one is a gap too
 archive_state() {
   archived "$1" > "$work/state" || return 1
   reach=$(reach_of "$1" "$work/state")
-  gap=$(awk 'NR > 1 && $1 != prev + 1 { printf "%06d", prev + 1; exit } { prev = $1 }' "$work/state")
+  gap=$(awk 'BEGIN { want = 1 } $1 > want { printf "%06d", want; exit } { want = $1 + 1 }' "$work/state")
   printf 'archived=%s gap=%s\n' "$( [ -n "$reach" ] && utc "$reach" || echo -)" "${gap:--}"
 }
 
