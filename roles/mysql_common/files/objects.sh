@@ -96,11 +96,12 @@ fi
 
 # the UTC time of seconds since the epoch, as RFC 3339
 utc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
-# the archived logs of server $1: "<sequence> <close epoch> <object name>" lines, in order
+# the archived logs of server $1: "<sequence> <close epoch> <object name>" lines, in order;
+# the sequence without its leading zeros (the shell's arithmetic reads 000008 as octal)
 archived() {
   rc lsf "$remote/binlogs/$1/" > "$work/binlogs" || return 1
   sed -n 's/^\(.*\)[.]\([0-9]\{6,\}\)-\([0-9]\{1,\}\)[.]zst\([.]age\)\{0,1\}$/\2 \3 &/p' "$work/binlogs" \
-    | sort -n
+    | awk '{ $1 = $1 + 0; print }' | sort -n
 }
 # how far the archive of server $1 reaches, given its logs (archived's lines) in file $2: the
 # later of its reach object and its newest log's close, in seconds since the epoch ('' when
