@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 from typing import Any
 
 # The server images the server-facing tests run against, each also the client image of its
@@ -35,49 +34,29 @@ POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
 CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
+def _client_pod(script: str, env: list[dict[str, Any]] | None, image: str) -> dict[str, Any]:
+    """The pod spec of one container `client` that runs `script` with sh in `image`, never
+    restarted, admitted at Pod Security restricted."""
+    return {"restartPolicy": "Never", "enableServiceLinks": False, "securityContext": POD_SECURITY,
+            "containers": [{"name": "client", "image": image, "imagePullPolicy": "IfNotPresent",
+                            "securityContext": CONTAINER_SECURITY, "command": ["sh", "-c", script],
+                            "env": env or []}]}
+
+
 def shell_job(namespace: str, name: str, script: str, *, env: list[dict[str, Any]] | None = None,
               labels: dict[str, str] | None = None, image: str = MYSQL_IMAGE) -> str:
     """A Job of one pod that runs `script` with sh in `image`, once (no retries)."""
-    return textwrap.dedent(f"""\
-        apiVersion: batch/v1
-        kind: Job
-        metadata: {{name: {name}, namespace: {namespace}, labels: {json.dumps(labels or {})}}}
-        spec:
-          backoffLimit: 0
-          template:
-            spec:
-              restartPolicy: Never
-              securityContext: {json.dumps(POD_SECURITY)}
-              containers:
-              - name: client
-                image: {image}
-                imagePullPolicy: IfNotPresent
-                securityContext: {json.dumps(CONTAINER_SECURITY)}
-                command: [sh, -c, {json.dumps(script)}]
-                env: {json.dumps(env or [])}
-        """)
+    return json.dumps({"apiVersion": "batch/v1", "kind": "Job",
+                       "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+                       "spec": {"backoffLimit": 0, "template": {"spec": _client_pod(script, env, image)}}})
 
 
 def shell_pod(namespace: str, name: str, script: str, *, env: list[dict[str, Any]] | None = None,
               image: str = MYSQL_IMAGE) -> str:
     """A bare Pod that runs `script` with sh in `image`, never restarted: for a long-lived
     client that tests reach with `kubectl exec` (the pod of shell_job, without the Job)."""
-    return textwrap.dedent(f"""\
-        apiVersion: v1
-        kind: Pod
-        metadata: {{name: {name}, namespace: {namespace}}}
-        spec:
-          restartPolicy: Never
-          enableServiceLinks: false
-          securityContext: {json.dumps(POD_SECURITY)}
-          containers:
-          - name: client
-            image: {image}
-            imagePullPolicy: IfNotPresent
-            securityContext: {json.dumps(CONTAINER_SECURITY)}
-            command: [sh, -c, {json.dumps(script)}]
-            env: {json.dumps(env or [])}
-        """)
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+                       "spec": _client_pod(script, env, image)})
 
 
 def sql_client_job(namespace: str, name: str, host: str, database: str, sql: str, *, secret: str,

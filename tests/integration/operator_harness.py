@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -488,3 +489,50 @@ def pod_security_warnings(operator: harness.Operator) -> list[str]:
     namespace labelled pod-security.kubernetes.io/warn answers every create or update of a
     workload whose pod template it would refuse with "would violate PodSecurity")."""
     return [line for line in operator.log().splitlines() if "violate PodSecurity" in line]
+
+
+# A table whose dump takes a moment (65,536 rows, about 13 MB) and, dumped after it, one that
+# a second client rebuilds during the dump (backup_meeting_ddl).
+DDL_TABLES = ("CREATE TABLE a_big (id INT AUTO_INCREMENT PRIMARY KEY, pad CHAR(200)); "
+              "INSERT INTO a_big (pad) VALUES (REPEAT('x', 200)); "
+              + "INSERT INTO a_big (pad) SELECT pad FROM a_big; " * 16
+              + "CREATE TABLE z_rebuilt (id INT PRIMARY KEY); INSERT INTO z_rebuilt VALUES (1), (2);")
+
+
+def backup_meeting_ddl(cluster: harness.Cluster, namespace: str, instance: str, pod: str,
+                       operator: harness.Operator, *, password: str, database: str) -> str:
+    """On-demand backups of `instance` (which has DDL_TABLES) while a client in its server
+    `pod` rebuilds z_rebuilt (ALTER TABLE ... ENGINE=InnoDB) every 0.2 s, until one's dump
+    Job says it takes the backup again ("trying again"), three at most: the name of that
+    backup. Whether a rebuild lands inside a dump is the two clients' timing; a backup that
+    missed every rebuild must be Complete all the same."""
+    stop = f"/tmp/stop-ddl-{instance}"
+    rebuilder = subprocess.Popen(
+        [cluster.kubectl_bin, "--kubeconfig", cluster.kubeconfig, "-n", namespace, "exec", pod, "-c", "mysql",
+         "--", "sh", "-c", f"while [ ! -e {stop} ]; do mysql -uroot -p{password} {database} "
+         "-e 'ALTER TABLE z_rebuilt ENGINE=InnoDB' 2>/dev/null; sleep 0.2; done"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for attempt in range(1, 4):
+            backup = f"{instance}-ddl-{attempt}"
+            job = f"{backup}-dump"
+            cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                      "metadata": {"name": backup, "namespace": namespace},
+                                      "spec": {"instance": instance}}))
+
+            def retried_or_decided(backup: str = backup, job: str = job) -> bool:
+                if "trying again" in cluster.job_logs(namespace, job):
+                    return True
+                state = backup_record(cluster, namespace, backup).get("status", {}).get("state")
+                return state in ("Complete", "Failed")
+            cluster.wait_for(retried_or_decided, timeout=300, interval=0.5,
+                             what=f"the dump Job {job} to meet the DDL or finish")
+            if "trying again" in cluster.job_logs(namespace, job):
+                return backup
+            missed = wait_backup_decided(cluster, namespace, backup, operator)
+            assert missed["status"]["state"] == "Complete", missed["status"]
+            print(f"  {backup}: the dump met no rebuild; another backup")
+    finally:
+        cluster.kubectl("-n", namespace, "exec", pod, "-c", "mysql", "--", "touch", stop, check=False)
+        rebuilder.wait(timeout=60)
+    raise AssertionError(f"none of three dumps of {instance} met the rebuilds")

@@ -158,41 +158,9 @@ def test_a_dump_that_meets_ddl_is_taken_again_in_the_same_backup(backups: Backup
 
     def one(server: oh.Server) -> None:
         name = server.name("bk")
-        sql(b.cluster, b.ns, name, "CREATE TABLE a_big (id INT AUTO_INCREMENT PRIMARY KEY, pad CHAR(200)); "
-                                   "INSERT INTO a_big (pad) VALUES (REPEAT('x', 200)); "
-                                   + "INSERT INTO a_big (pad) SELECT pad FROM a_big; " * 16
-                                   + "CREATE TABLE z_rebuilt (id INT PRIMARY KEY); INSERT INTO z_rebuilt VALUES (1), (2);")
-        pod = server_pod_name(b.cluster, b.ns, name)
-        stop = f"/tmp/stop-ddl-{name}"
-        rebuilder = subprocess.Popen(
-            [b.cluster.kubectl_bin, "--kubeconfig", b.cluster.kubeconfig, "-n", b.ns, "exec", pod, "--", "sh", "-c",
-             f"while [ ! -e {stop} ]; do mysql -uroot -p{PASSWORD} {DATABASE} "
-             "-e 'ALTER TABLE z_rebuilt ENGINE=InnoDB' 2>/dev/null; sleep 0.2; done"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        met = ""
-        try:
-            for attempt in range(1, 4):
-                backup = f"{name}-ddl-{attempt}"
-                job = f"{backup}-dump"
-                b.cluster.apply(backup_object(b.ns, backup, name))
-
-                def retried_or_decided(backup: str = backup, job: str = job) -> bool:
-                    if "trying again" in b.cluster.job_logs(b.ns, job):
-                        return True
-                    state = b.cluster.get("-n", b.ns, "mysqlbackups.otus.homework", backup).get("status", {})
-                    return state.get("state") in ("Complete", "Failed")
-                b.cluster.wait_for(retried_or_decided, timeout=300, interval=0.5,
-                                   what=f"the dump Job {job} to meet the DDL or finish")
-                if "trying again" in b.cluster.job_logs(b.ns, job):
-                    met = backup
-                    break
-                missed = wait_decided(b, backup)
-                assert missed["status"]["state"] == "Complete", missed["status"]
-                print(f"  {backup}: the dump met no rebuild; another backup")
-        finally:
-            b.cluster.kubectl("-n", b.ns, "exec", pod, "--", "touch", stop, check=False)
-            rebuilder.wait(timeout=60)
-        assert met, f"none of three dumps of {name} met the rebuilds"
+        sql(b.cluster, b.ns, name, oh.DDL_TABLES)
+        met = oh.backup_meeting_ddl(b.cluster, b.ns, name, server_pod_name(b.cluster, b.ns, name), b.operator,
+                                    password=PASSWORD, database=DATABASE)
         obj = wait_decided(b, met)
         status = obj["status"]
         assert status["state"] == "Complete", status

@@ -187,6 +187,12 @@ records = oh.backup_records
 verified = oh.backup_verified
 
 
+def take_backup(s: Store, ns: str, backup: str, instance: str) -> None:
+    """An on-demand backup `backup` of `instance` in `ns` (a MySQLBackup record)."""
+    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
+                                "metadata": {"name": backup, "namespace": ns}, "spec": {"instance": instance}}))
+
+
 def wait_decided(s: Store, name: str, timeout: float = 600) -> dict[str, Any]:
     """Wait until the record's dump is Complete or Failed and its verification decided."""
     return oh.wait_backup_decided(s.cluster, s.ns, name, s.operator, timeout)
@@ -312,8 +318,7 @@ def gap_reported(s: Store, name: str, log: str) -> None:
     """The next backup of `name` finds the archive without `log`: the instance's Archived
     condition is False (ArchiveGap) naming it, and a Warning Event says so."""
     backup = f"{name}-after-gap"
-    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                "metadata": {"name": backup, "namespace": s.ns}, "spec": {"instance": name}}))
+    take_backup(s, s.ns, backup, name)
     status = wait_decided(s, backup)["status"]
     assert status["state"] == "Complete", status
     sequence = log.rsplit(".", 1)[-1]
@@ -340,9 +345,7 @@ def misdirected_backup(s: Store, label: str, credentials: str = "s3-creds", **ta
     oh.wait_successful(s.cluster, s.dr_ns, name, s.operator)
     oh.wait_ready(s.cluster, s.dr_ns, name)
     backup = f"{name}-{label}"
-    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                "metadata": {"name": backup, "namespace": s.dr_ns},
-                                "spec": {"instance": name}}))
+    take_backup(s, s.dr_ns, backup, name)
 
     def failed() -> bool:
         state = record(s.cluster, s.dr_ns, backup).get("status", {}).get("state")
@@ -405,9 +408,7 @@ def test_scheduled_and_on_demand_backups_reach_the_bucket_encrypted_and_verified
 
         if BULK_ROWS:
             fill_bulk(s, name, BULK_ROWS)
-        s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                    "metadata": {"name": f"{name}-now", "namespace": s.ns},
-                                    "spec": {"instance": name}}))
+        take_backup(s, s.ns, f"{name}-now", name)
         done = wait_decided(s, f"{name}-now")
         status = done["status"]
         assert status["state"] == "Complete", status
@@ -472,41 +473,9 @@ def test_a_streamed_dump_that_meets_ddl_is_taken_again_and_only_the_good_try_is_
     s = store
     server = SERVERS[0]
     name = server.name("s3")
-    sql(s.cluster, s.ns, name, "CREATE TABLE a_big (id INT AUTO_INCREMENT PRIMARY KEY, pad CHAR(200)); "
-                               "INSERT INTO a_big (pad) VALUES (REPEAT('x', 200)); "
-                               + "INSERT INTO a_big (pad) SELECT pad FROM a_big; " * 16
-                               + "CREATE TABLE z_rebuilt (id INT PRIMARY KEY); INSERT INTO z_rebuilt VALUES (1);")
-    pod = server_pod(s.cluster, s.ns, name)
-    stop = f"/tmp/stop-ddl-{name}"
-    rebuilder = subprocess.Popen(
-        [s.cluster.kubectl_bin, "--kubeconfig", s.cluster.kubeconfig, "-n", s.ns, "exec", pod, "-c", "mysql", "--",
-         "sh", "-c", f"while [ ! -e {stop} ]; do mysql -uroot -p{PASSWORD} {DATABASE} "
-         "-e 'ALTER TABLE z_rebuilt ENGINE=InnoDB' 2>/dev/null; sleep 0.2; done"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    met = ""
-    try:
-        for attempt in range(1, 4):
-            backup = f"{name}-ddl-{attempt}"
-            job = f"{backup}-dump"
-            s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                        "metadata": {"name": backup, "namespace": s.ns},
-                                        "spec": {"instance": name}}))
-
-            def retried_or_decided(backup: str = backup, job: str = job) -> bool:
-                if "trying again" in s.cluster.job_logs(s.ns, job):
-                    return True
-                return record(s.cluster, s.ns, backup).get("status", {}).get("state") in ("Complete", "Failed")
-            s.cluster.wait_for(retried_or_decided, timeout=300, interval=0.5,
-                               what=f"the dump Job {job} to meet the DDL or finish")
-            if "trying again" in s.cluster.job_logs(s.ns, job):
-                met = backup
-                break
-            assert wait_decided(s, backup)["status"]["state"] == "Complete"
-            print(f"  {backup}: the dump met no rebuild; another backup")
-    finally:
-        s.cluster.kubectl("-n", s.ns, "exec", pod, "-c", "mysql", "--", "touch", stop, check=False)
-        rebuilder.wait(timeout=60)
-    assert met, f"none of three dumps of {name} met the rebuilds"
+    sql(s.cluster, s.ns, name, oh.DDL_TABLES)
+    met = oh.backup_meeting_ddl(s.cluster, s.ns, name, server_pod(s.cluster, s.ns, name), s.operator,
+                                password=PASSWORD, database=DATABASE)
     done = wait_decided(s, met)
     status = done["status"]
     assert status["state"] == "Complete", status
@@ -534,9 +503,7 @@ def test_a_restore_to_a_time_the_archive_has_not_reached_is_refused_before_the_d
     name = server.name("pitr")
     sql(s.cluster, s.ns, name, "CREATE TABLE kept (id INT PRIMARY KEY, v VARCHAR(40)); "
                                "INSERT INTO kept VALUES (1, 'one'), (2, 'two');")
-    s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                "metadata": {"name": f"{name}-first", "namespace": s.ns},
-                                "spec": {"instance": name}}))
+    take_backup(s, s.ns, f"{name}-first", name)
     first = wait_decided(s, f"{name}-first")["status"]
     assert first["state"] == "Complete" and first["binlog"]["position"], first
     sql(s.cluster, s.ns, name, "INSERT INTO kept VALUES (3, 'three');")
@@ -582,9 +549,7 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
                            .strip() == "1", timeout=120, what=f"{name}'s binary logs to have an archive identity")
         sql(s.cluster, s.ns, name, "CREATE TABLE events (id INT PRIMARY KEY, at VARCHAR(8)); "
                                    "INSERT INTO events VALUES (0, 'base');")
-        s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                    "metadata": {"name": f"{name}-base", "namespace": s.ns},
-                                    "spec": {"instance": name}}))
+        take_backup(s, s.ns, f"{name}-base", name)
         base = wait_decided(s, f"{name}-base")["status"]
         assert base["state"] == "Complete", base
         assert base["binlog"]["position"].startswith("mysql-bin."), base
@@ -601,9 +566,7 @@ def test_a_restore_to_a_point_in_time_replays_the_archived_binary_logs_and_a_gap
         # closed and shipped within a few archiveSeconds)
         def archived_past_the_drop() -> bool:
             index = len(records(s.cluster, s.ns, name))
-            s.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                        "metadata": {"name": f"{name}-after-{index}", "namespace": s.ns},
-                                        "spec": {"instance": name}}))
+            take_backup(s, s.ns, f"{name}-after-{index}", name)
             after = wait_decided(s, f"{name}-after-{index}")["status"]
             assert after["state"] == "Complete", after
             reach = after["binlog"]["archivedTo"]
