@@ -59,7 +59,7 @@ BULK_ROWS = int(os.environ.get("OBJECT_STORAGE_ROWS", "0"))
 # the archiving instance's archiveSeconds, and how long its steady write load runs (the RPO
 # figure); the bench's bucket scenario sets both
 ARCHIVE_SECONDS = int(os.environ.get("PITR_ARCHIVE_SECONDS", "5"))
-LOAD_SECONDS = int(os.environ.get("PITR_LOAD_SECONDS", "10"))
+LOAD_SECONDS = int(os.environ.get("PITR_LOAD_SECONDS", "15"))
 # per image: the on-demand backup's figures (the scheduled test), completed by the restore's
 # (the node-loss test)
 MEASURED: dict[str, dict[str, float]] = {}
