@@ -269,10 +269,12 @@ def seed_pod(cluster: harness.Cluster, ns: str, name: str) -> str:
 
 
 def server_pod(cluster: harness.Cluster, ns: str, name: str) -> tuple[str, int]:
-    """The uid of the instance's one server pod and its container's restart count."""
+    """The uid of the instance's one server pod and its container's restart count (0 for a
+    pod just created, whose status has no container yet)."""
     pod = cluster.get("-n", ns, "pod", seed_pod(cluster, ns, name))
-    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "mysql")
-    return pod["metadata"]["uid"], status["restartCount"]
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    status = next((s for s in statuses if s["name"] == "mysql"), {})
+    return pod["metadata"]["uid"], int(status.get("restartCount", 0))
 
 
 SEED_PASSWORD = "otuspassword"  # the seed walkthrough's, as in mysql_object
