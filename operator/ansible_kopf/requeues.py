@@ -4,12 +4,12 @@ them: an object the watched one owns changed (:mod:`kube.dependents` reports it)
 run asked for another after a delay (``operator_sdk.util.requeue_after``), or the object's
 reconcile period passed since its last successful run. Each becomes a call of
 :func:`reconciling.reconcile`, on kopf's event loop, outside kopf's handlers: so a failure
-here posts its Warning event itself and is retried with the handlers' backoff.
+here is retried with the handlers' backoff and posts its Warning event itself, through the
+operator's API client (kopf posts Events only from its handlers' tasks).
 """
 import asyncio
-import contextvars
 import logging
-from typing import Final, cast
+from typing import Final
 
 import kopf
 
@@ -44,7 +44,6 @@ class Requeue:
         self._retries: dict[dependents.OwnerKey, int] = {}
         self._timers: dict[dependents.OwnerKey, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._context = contextvars.copy_context()  # kopf's, for its event posting
 
     def add(self, controller: reconciling.Controller, resource: kopf.Resource) -> None:
         self._kinds[(controller.watch.group, controller.watch.kind)] = (controller, resource)
@@ -84,8 +83,7 @@ class Requeue:
         if target is None or owner in self._waiting:
             return
         self._waiting.add(owner)
-        task = asyncio.get_running_loop().create_task(self._run(owner, *target, reason=reason),
-                                                      context=self._context.copy())
+        task = asyncio.get_running_loop().create_task(self._run(owner, *target, reason=reason))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -96,6 +94,12 @@ class Requeue:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def _retry(self, owner: dependents.OwnerKey) -> None:
+        """Run for ``owner`` again after the handlers' backoff, one step longer each time."""
+        retry = self._retries.get(owner, 0)
+        self._retries[owner] = retry + 1
+        self.later(owner, reconciling.backoff(retry))
+
     async def _run(self, owner: dependents.OwnerKey, controller: reconciling.Controller,
                    resource: kopf.Resource, *, reason: str) -> None:
         namespace = owner.namespace if resource.namespaced else None
@@ -105,8 +109,9 @@ class Requeue:
                 controller, resource=resource, namespace=namespace, name=owner.name,
                 started=lambda: self._waiting.discard(owner), reason=reason)
         except Exception:
-            logger.exception(f"{owner.kind} {key}: the reconcile failed")
-            outcome = None
+            logger.exception(f"{owner.kind} {key}: the reconcile failed; it is tried again")
+            self._retry(owner)
+            return
         finally:
             self._waiting.discard(owner)
         if outcome is None or outcome.successful:
@@ -114,11 +119,13 @@ class Requeue:
             if outcome is not None:
                 self.after_run(owner, outcome)
             return
-        retry = self._retries.get(owner, 0)
-        self._retries[owner] = retry + 1
-        body = await controller.api.get(resource, namespace=namespace, name=owner.name)
-        if body is not None:
-            message = reconciling.describe(outcome, what='Reconcile')
-            kopf.warn(kopf.Body(cast(kopf.RawBody, body)), reason='ReconcileFailed',
-                      message=message[:constants.EVENT_MESSAGE_LIMIT])
-        self.later(owner, reconciling.backoff(retry))
+        self._retry(owner)  # first: whatever the Event's fate
+        # (kopf.warn posts only from inside kopf's handler tasks, which this is not)
+        message = reconciling.describe(outcome, what='Reconcile')
+        try:
+            body = await controller.api.get(resource, namespace=namespace, name=owner.name)
+            if body is not None:
+                await controller.api.warn(body, reason='ReconcileFailed',
+                                          message=message[:constants.EVENT_MESSAGE_LIMIT])
+        except Exception:
+            logger.exception(f"{owner.kind} {key}: could not post the Warning event: {message}")

@@ -30,6 +30,9 @@ def controller(watch: watches.Watch) -> reconciling.Controller:
         async def patch_status(self, *_: object, **__: object) -> None:
             raise AssertionError('not expected to be called')
 
+        async def warn(self, *_: object, **__: object) -> None:
+            raise AssertionError('not expected to be called')
+
     return reconciling.Controller(watch=watch, settings=runner.RunSettings(workdir=pathlib.Path()),
                                   throttle=concurrency.Throttle(1), api=NoApi())
 
@@ -220,3 +223,57 @@ def test_a_dependents_change_runs_its_owner_unless_status_only_or_blacklisted(
     requeue(dependents.Change(dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db'),
                               group, version, kind, status_only))
     assert bool(seen) == queued
+
+
+class WarningsApi:
+    """The object as the API server has it, and the Warning Events posted about it."""
+
+    def __init__(self) -> None:
+        self.warnings: list[tuple[str, str]] = []
+
+    async def get(self, *_: object, **__: object) -> dict[str, object]:
+        return {'apiVersion': 'otus.homework/v1', 'kind': 'MySQL', 'metadata': {'name': 'db', 'namespace': 'ns'}}
+
+    async def patch_status(self, *_: object, **__: object) -> None:
+        return None
+
+    async def warn(self, obj: object, *, reason: str, message: str) -> None:
+        self.warnings.append((reason, message))
+
+
+@pytest.mark.parametrize('raises', [False, True])
+def test_a_failed_requeued_run_posts_its_warning_and_is_tried_again_after_the_backoff(
+        monkeypatch: pytest.MonkeyPatch, raises: bool) -> None:
+    """A run no kopf handler made (a dependent changed): its failure, or an exception out of
+    it, schedules the next try with the handlers' backoff; a failure posts a Warning Event
+    through the operator's API client."""
+    api = WarningsApi()
+    requeue = requeues.Requeue()
+    requeue.add(dataclasses.replace(controller(WATCH), api=api),
+                kopf.Resource('otus.homework', 'v1', 'mysqls', namespaced=True))
+    runs: list[str] = []
+
+    async def reconcile(*_: object, reason: str | None = None, **__: object) -> runner_events.Outcome:
+        runs.append(str(reason))
+        if raises:
+            raise RuntimeError('the API server went away')
+        return runner_events.Outcome(status='failed', rc=2, counts=runner_events.Counts(), failed_task='t',
+                                     message='no', custom_stats={}, ident='r', duration=0.1)
+
+    monkeypatch.setattr(reconciling, 'reconcile', reconcile)
+    monkeypatch.setattr(reconciling, 'backoff', lambda retry: 0.05 * (retry + 1))
+    owner = dependents.OwnerKey('otus.homework', 'MySQL', 'ns', 'db')
+
+    async def go() -> None:
+        requeue._queue(owner, requeues.DEPENDENT_CHANGED)
+        await asyncio.sleep(0.4)
+        await requeue.close()
+
+    asyncio.run(go())
+    assert runs[0] == requeues.DEPENDENT_CHANGED and len(runs) >= 3, runs
+    assert set(runs[1:]) == {requeues.REQUEUED}
+    if raises:
+        assert api.warnings == []
+    else:
+        assert api.warnings and all(reason == 'ReconcileFailed' and "at task 't'" in message
+                                    for reason, message in api.warnings), api.warnings

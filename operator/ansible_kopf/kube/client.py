@@ -1,6 +1,8 @@
 """
 The operator's own calls to the Kubernetes API: read a watched object fresh before a run,
-and merge-patch its ``.status`` through the status subresource.
+merge-patch its ``.status`` through the status subresource, and post a Warning Event on
+it when a run that no kopf handler made fails (kopf's own posting works only inside its
+handlers' tasks).
 
 kopf has no public call for "patch now" (its ``patch`` kwarg is applied after the handler
 returns), and ``Running`` must be visible while a run is in progress; so these two calls
@@ -18,6 +20,7 @@ and :meth:`KubernetesApi.resource` finds a watched kind's plural and scope.
 """
 import asyncio
 import dataclasses
+import datetime
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +31,7 @@ import kopf
 from ansible_kopf.kube import errors
 
 FIELD_MANAGER: Final = 'ansible-kopf'
+EVENT_SOURCE: Final = 'kopf'  # as kopf's own Events say, so that both read the same in kubectl
 REQUEST_TIMEOUT: Final = 30  # seconds
 # How long an Authorization header value is reused. The refresh hook behind it re-reads
 # the kubeconfig (or token file) and resets the client's proxy from the environment on
@@ -44,6 +48,8 @@ class ObjectsApi(Protocol):
 
     async def patch_status(self, resource: kopf.Resource, *, namespace: str | None, name: str,
                            patch: Mapping[str, Any]) -> dict[str, Any] | None: ...
+
+    async def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None: ...
 
 
 def path(resource: kopf.Resource, *, namespace: str | None, name: str,
@@ -105,12 +111,38 @@ class KubernetesApi:
         import kubernetes.client  # noqa: PLC0415
         return kubernetes.client.CoordinationV1Api(self._client)
 
+    async def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None:
+        await self._call('POST', f"/api/v1/namespaces/{_event_namespace(obj)}/events",
+                         body=event(obj, reason=reason, message=message))
+
     async def patch_status(self, resource: kopf.Resource, *, namespace: str | None, name: str,
                            patch: Mapping[str, Any]) -> dict[str, Any] | None:
         return await self._call(
             'PATCH', path(resource, namespace=namespace, name=name, subresource='status'),
             body={'status': dict(patch)}, headers={'Content-Type': 'application/merge-patch+json'},
             query=[('fieldManager', FIELD_MANAGER)])
+
+
+def _event_namespace(obj: Mapping[str, Any]) -> str:
+    return str((obj.get('metadata') or {}).get('namespace') or 'default')
+
+
+def event(obj: Mapping[str, Any], *, reason: str, message: str,
+          now: datetime.datetime | None = None) -> dict[str, Any]:
+    """A core v1 Warning Event about ``obj`` (a cluster-scoped one's goes to ``default``)."""
+    metadata = obj.get('metadata') or {}
+    stamp = (now or datetime.datetime.now(datetime.UTC)).strftime('%Y-%m-%dT%H:%M:%S.%fZ')
+    return {
+        'apiVersion': 'v1', 'kind': 'Event',
+        'metadata': {'generateName': f"{metadata.get('name', 'object')}.",
+                     'namespace': _event_namespace(obj)},
+        'type': 'Warning', 'reason': reason, 'message': message,
+        'involvedObject': {'apiVersion': obj.get('apiVersion'), 'kind': obj.get('kind'),
+                           'name': metadata.get('name'), 'namespace': metadata.get('namespace'),
+                           'uid': metadata.get('uid')},
+        'source': {'component': EVENT_SOURCE}, 'reportingComponent': EVENT_SOURCE,
+        'firstTimestamp': stamp[:19] + 'Z', 'lastTimestamp': stamp[:19] + 'Z', 'count': 1,
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""client.path: where the operator reads a watched object and patches its status."""
+"""client: where the operator reads a watched object and patches its status, and the Warning Events it posts itself."""
+
+import datetime
 
 import kopf
 import pytest
@@ -48,3 +50,19 @@ def test_the_authorization_is_refreshed_at_most_once_per_ttl(monkeypatch: pytest
     clock[0] += client.AUTHORIZATION_TTL
     assert upstream.authorization() == 'Bearer two'  # a rotated token is read once the TTL is over
     assert configuration.calls == 2
+
+
+def test_a_warning_event_names_the_object_it_is_about() -> None:
+    """The Event a failed requeued run posts (kopf's posting works only in its handlers)."""
+    obj = {'apiVersion': 'otus.homework/v1', 'kind': 'MySQLBackup',
+           'metadata': {'name': 'bk', 'namespace': 'ns', 'uid': 'u-1'}}
+    event = client.event(obj, reason='ReconcileFailed', message='Reconcile failed at task x',
+                         now=datetime.datetime(2026, 11, 28, 10, 0, 1, tzinfo=datetime.UTC))
+    assert event['type'] == 'Warning' and event['reason'] == 'ReconcileFailed'
+    assert event['metadata'] == {'generateName': 'bk.', 'namespace': 'ns'}
+    assert event['involvedObject'] == {'apiVersion': 'otus.homework/v1', 'kind': 'MySQLBackup',
+                                       'name': 'bk', 'namespace': 'ns', 'uid': 'u-1'}
+    assert event['lastTimestamp'] == '2026-11-28T10:00:01Z' and event['source'] == {'component': 'kopf'}
+    cluster_scoped = client.event({'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'n'}},
+                                  reason='r', message='m')
+    assert cluster_scoped['metadata']['namespace'] == 'default'
