@@ -154,6 +154,19 @@ def test_the_verified_condition_is_kept_or_unknown_with_its_reason() -> None:
                           "message": "the dump did not complete"}
 
 
+
+def test_a_condition_written_while_a_job_ran_is_decided_again() -> None:
+    """A run that ended while the dump or the verification Job ran wrote Verified Unknown with
+    a pending reason: the next run decides anew (here: verification off), and until then the
+    record is running, neither good nor bad."""
+    for reason in backups.PENDING_REASONS:
+        pending = [{"type": "Verified", "status": "Unknown", "reason": reason, "message": "m"}]
+        assert verified(previous=pending, verify=False)["reason"] == "NotVerified"
+        ordered = backups.by_age([record("a", "2026-01-01T00:00:00Z", verified="Unknown", reason=reason)],
+                                 "", "", {}, {})
+        assert (ordered[0]["good"], ordered[0]["running"]) == (False, True)
+
+
 ARCHIVE = "s3://b/ns/db"
 
 
