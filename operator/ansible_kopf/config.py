@@ -50,6 +50,12 @@ class Config:
         return not self.namespaces
 
 
+def cpu_count() -> int:
+    """The CPUs this process may run on: the SDK's default of --max-concurrent-reconciles
+    (Go's runtime.NumCPU, which also counts the affinity mask, not the host's CPUs)."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
 def _integer(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
     raw = env.get(name, '').strip()
     if not raw:
@@ -179,8 +185,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Config:
             env.get(constants.ENV_METRICS) or constants.DEFAULT_METRICS_ADDRESS),
         defaults=watches.Defaults(
             max_concurrent_reconciles=_integer(
-                env, constants.ENV_MAX_CONCURRENT_RECONCILES,
-                constants.DEFAULT_MAX_CONCURRENT_RECONCILES, 1),
+                env, constants.ENV_MAX_CONCURRENT_RECONCILES, cpu_count(), 1),
             reconcile_period=_duration(env, constants.ENV_RECONCILE_PERIOD, 0.0),
             inject_owner_ref=_boolean(env, constants.ENV_INJECT_OWNER_REF, True),
         ),

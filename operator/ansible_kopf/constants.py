@@ -45,7 +45,6 @@ DEFAULT_WORKDIR_NAME: Final = 'ansible-kopf'  # under the system temp dir
 DEFAULT_MAX_RUNS: Final = 4
 DEFAULT_MAX_RUNNER_ARTIFACTS: Final = 20
 DEFAULT_WARM_IDLE: Final = 300.0  # seconds; 0: never stop (longer than any reconcilePeriod we ship)
-DEFAULT_MAX_CONCURRENT_RECONCILES: Final = 1
 LogEvents = Literal['Nothing', 'Tasks', 'Everything']  # what a run's events log (events.py)
 DEFAULT_LOG_EVENTS: Final[LogEvents] = 'Tasks'
 LOG_EVENTS_CHOICES: Final[tuple[LogEvents, ...]] = get_args(LogEvents)

@@ -1,4 +1,5 @@
 """config: the operator's configuration from the environment, as the SDK's flags and variables set it."""
+import os
 import pathlib
 
 import pytest
@@ -23,6 +24,8 @@ def test_defaults_from_an_empty_environment() -> None:
     assert cfg.warm_idle == 300
     assert cfg.metrics_address == ('0.0.0.0', 8443)  # noqa: S104  (the SDK's default)
     assert config.from_env({'METRICS_BIND_ADDRESS': '0'}).metrics_address is None
+    # runs of a kind at once: the SDK's --max-concurrent-reconciles default, the usable CPUs
+    assert cfg.defaults.max_concurrent_reconciles == len(os.sched_getaffinity(0)) >= 1
 
 
 def test_values_from_the_environment(tmp_path: pathlib.Path) -> None:

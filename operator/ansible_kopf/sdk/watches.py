@@ -184,7 +184,7 @@ class Watch:
 @dataclasses.dataclass(frozen=True)
 class Defaults:
     """Values for the keys an entry leaves out (the operator's flags and environment)."""
-    max_concurrent_reconciles: int = constants.DEFAULT_MAX_CONCURRENT_RECONCILES
+    max_concurrent_reconciles: int = 1  # the operator's configuration gives the CPU count
     reconcile_period: float = 0.0  # absent or 0 in an entry: this (0: no periodic runs)
     inject_owner_ref: bool = True
 
