@@ -39,8 +39,9 @@ LOCK = Path(tempfile.gettempdir()) / "mysql-operator-cluster-up.lock"  # one wor
 
 # The longest modules of make test, longest first (measured on one of two workers): the
 # order they are handed out in.
-SLOWEST_FIRST = ("tests/integration/test_operator.py", "tests/integration/test_faults.py",
-                 "tests/integration/test_backups.py", "tests/integration/test_object_storage.py",
+SLOWEST_FIRST = ("tests/integration/test_backups.py", "tests/integration/test_object_storage.py",
+                 "tests/integration/test_operator.py", "tests/integration/test_faults.py",
+                 "tests/integration/test_faults_servers.py",
                  "tests/integration/test_settings.py",
                  "tests/integration/test_molecule.py",
                  "tests/integration/test_bad_input.py", "tests/integration/test_availability.py")

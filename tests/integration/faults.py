@@ -1,39 +1,19 @@
-"""Faults as standing tests: one object per server image goes
-through create, password rotation, image change, three deletes (each with its backup) and
-three re-creations (each with its restore), and a fault strikes every stage:
-- the operator SIGKILLed at a random moment of the create, the rotation, the image change and
-  while the backup Jobs run, right after a delete (before its backup Job) and right after
-  the backup Jobs completed (before they are recorded), and started again 2 s later;
-- a second operator running at once on the same objects (leader election bypassed) through
-  the image change, a delete and a re-create;
-- the API server frozen (SIGSTOP) for 30 s during a delete and a re-create;
-- the server killed (its process SIGKILLed, its pod force-deleted) while the backup Job's
-  dump runs and while the restore Job's load runs;
-- the backup volume full (a small tmpfs the test fills) when the object is deleted.
-After each stage every object converges, has exactly one of each child, no Job is left
-running and no temporary Secret or partial backup is left behind, and no row is lost: the
-rows plus one marker row per stage are counted, and a backup is only ever recorded when it
-is complete.
-
-What leader election prevents, and what races without it (stage 3): with one leader, runs of
-one object never overlap. Two operators run the same role on the same object at once; what
-the roles make safe: every write is an idempotent apply of a fixed name, the password
-rotation is keyed on a digest, a restore is recorded once, a new instance's bootstrap
-password is created once (a server-side apply that conflicts for the second run: were both
-runs to write one, the second write would restart a server half-way through its
-initialisation); what still races: the deletion's backup Job (the second
-operator replaces the first one's Job by its own, so the record names the file of the Job
-that completed, not the file a run chose), duplicated Events, and status written twice
-(last writer wins, both write the same).
+"""The fault tests' shared parts (test_faults.py, test_faults_servers.py and
+test_faults_freeze.py): the faults themselves (the operator SIGKILLed and started again, the
+API server frozen, a server killed mid-dump or mid-load, a full backup volume), what must
+hold after each (one of each child, every row and marker), and the Scenario whose stages
+the three modules run on one object per server image.
 
 What is asserted are outcomes (rows, objects, conditions), never timings: the waits are
 bounds for a failure message, not targets. The random moments are printed, so a failure
-can be replayed (`FAULTS_SEED`). Server kills and the full disk need the local cluster (its
-node is this host: the test finds the server and the dump in /proc and mounts the tmpfs).
+can be replayed (`FAULTS_SEED`). Server kills, the full disk and the freezes need the
+local cluster (its node is this host: the tests find the server and the dump in /proc,
+mount the tmpfs and stop the API server's process).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -69,7 +49,9 @@ FULL_DISK_LEFT = 16 << 10  # bytes the filler leaves free: the dump starts, then
 
 
 class Stats:
-    """The figures the module prints at its end (and tests/conftest.py in the suite's summary)."""
+    """The figures a fault module prints at its end (and tests/conftest.py in the suite's
+    summary): counted from the module's start (reset), added to the suite's at its end
+    (report)."""
 
     kills = 0
     server_kills = 0
@@ -78,43 +60,42 @@ class Stats:
     converged = 0
     rows_checked = 0
 
+    @classmethod
+    def reset(cls) -> None:
+        cls.kills = cls.server_kills = cls.freezes = cls.full_disks = cls.converged = cls.rows_checked = 0
 
-@pytest.fixture(scope="module")
-def fault_namespace(cluster: harness.Cluster) -> Iterator[str]:
-    unmount_stale_fillers()
-    with oh.module_namespace(cluster, "fault") as name:
-        try:
-            yield name
-        finally:
-            for mount in tmpfs_mounts(oh.HOSTPATH_BASE / "backups" / name):
-                unmount(mount)
-
-
-@pytest.fixture(scope="module")
-def fault_operator(cluster: harness.Cluster, fault_namespace: str,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    with oh.operator_in(cluster, fault_namespace, tmp_path_factory.mktemp("fault-operator")) as running:
-        yield running
-    figures.add("operator kills survived", Stats.kills)
-    figures.add("server kills survived", Stats.server_kills)
-    figures.add("API server freezes survived", Stats.freezes)
-    figures.add("full backup volumes survived", Stats.full_disks)
-    figures.add("objects converged", Stats.converged)
-    figures.add("rows checked", Stats.rows_checked)
-    print(f"\nfaults (seed {SEED}): {Stats.kills} operator kills, {Stats.server_kills} server kills, "
-          f"{Stats.freezes} API server freezes and {Stats.full_disks} full backup volumes survived, "
-          f"{Stats.converged} object convergences, {Stats.rows_checked} rows checked")
+    @classmethod
+    def report(cls, module: str) -> None:
+        figures.add("operator kills survived", cls.kills)
+        figures.add("server kills survived", cls.server_kills)
+        figures.add("API server freezes survived", cls.freezes)
+        figures.add("full backup volumes survived", cls.full_disks)
+        figures.add("objects converged", cls.converged)
+        figures.add("rows checked", cls.rows_checked)
+        print(f"\n{module} (seed {SEED}): {cls.kills} operator kills, {cls.server_kills} server kills, "
+              f"{cls.freezes} API server freezes and {cls.full_disks} full backup volumes survived, "
+              f"{cls.converged} object convergences, {cls.rows_checked} rows checked")
 
 
-@pytest.fixture(scope="module")
-def second_operator(cluster: harness.Cluster, fault_namespace: str,
-                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Operator]:
-    """Another operator on the same namespace, not started yet (the test starts and stops it)."""
-    other = oh.start_operator(cluster, fault_namespace, tmp_path_factory.mktemp("second-operator"), start=False)
-    try:
-        yield other
-    finally:
-        other.stop()
+@contextlib.contextmanager
+def module_operator(cluster: harness.Cluster, prefix: str, workdir: Path) -> Iterator[tuple[str, harness.Operator]]:
+    """A fault module's namespace and operator; its figures counted from here, reported after."""
+    Stats.reset()
+    with oh.module_namespace(cluster, prefix) as ns, oh.operator_in(cluster, ns, workdir) as operator:
+        yield ns, operator
+    Stats.report(prefix)
+
+
+def local_cluster_only(cluster: harness.Cluster) -> None:
+    if not cluster.local:
+        pytest.skip("kills servers, freezes the API server, mounts a tmpfs: the local cluster only")
+
+
+def run_stages(stages: list[Callable[[], None]]) -> None:
+    print(f"\nfaults: seed {SEED} (FAULTS_SEED={SEED} replays the random moments)")
+    for number, stage in enumerate(stages, 1):
+        print(f"stage {number}: {stage.__name__.replace('_', ' ')}", flush=True)
+        stage()
 
 
 # --- faults ------------------------------------------------------------------------------------
@@ -262,10 +243,10 @@ def unmount(mount: Path) -> None:
     saved.rmdir()
 
 
-def unmount_stale_fillers() -> None:
-    """A killed run leaves its tmpfs over a backup directory of a fault-* namespace: unmount it."""
+def unmount_stale_fillers(prefix: str) -> None:
+    """A killed run leaves its tmpfs over a backup directory of a `prefix`-* namespace: unmount it."""
     for mount in tmpfs_mounts(oh.HOSTPATH_BASE / "backups"):
-        if mount.parent.name.startswith("fault-"):
+        if mount.parent.name.startswith(f"{prefix}-"):
             unmount(mount)
 
 
@@ -375,10 +356,12 @@ def wait_gone(cluster: harness.Cluster, ns: str, timeout: float = 600) -> None:
 # --- the scenario --------------------------------------------------------------------------------
 
 class Scenario:
-    """The two objects (one per server image) and what each must hold, stage by stage."""
+    """The two objects (one per server image) and what each must hold, stage by stage. A
+    module runs the stages it is about, in order (each stage starts where the one before it
+    left the objects); `second` is the operator that runs beside the first one, if any."""
 
     def __init__(self, cluster: harness.Cluster, ns: str, operator: harness.Operator,
-                 second: harness.Operator) -> None:
+                 second: harness.Operator | None = None) -> None:
         self.cluster, self.ns, self.operator, self.second = cluster, ns, operator, second
         self.rng = random.Random(SEED)
         self.names = {server.key: server.name("fault") for server in SERVERS}
@@ -397,10 +380,6 @@ class Scenario:
 
     def converge(self) -> None:
         converge(self.cluster, self.ns, self.operator, list(self.names.values()))
-
-    def create(self) -> None:
-        for server, name, _ in self.each():
-            self.cluster.apply(oh.mysql_object(name, self.ns, image=server.image))
 
     def delete(self, name: str) -> None:
         self.cluster.kubectl("-n", self.ns, "delete", "mysqls.otus.homework", name, "--wait=false")
@@ -421,10 +400,11 @@ class Scenario:
     def latest(self) -> dict[str, str]:
         return {name: latest_backup(self.cluster, self.ns, name) for _, name, _ in self.each()}
 
-    def create_killing_the_operator(self) -> None:
-        """1. Create, the operator killed at a random moment of it."""
+    def create_with_rows(self, *, kill: bool) -> None:
+        """Create, the operator killed at a random moment of it (`kill`); then the rows."""
         self.create()
-        kill_at_random(self.operator, self.rng, "the create")
+        if kill:
+            kill_at_random(self.operator, self.rng, "the create")
         self.converge()
         values = ", ".join(f"({i}, 'row-{i}')" for i in range(ROWS))
         for server, name, _ in self.each():
@@ -434,9 +414,21 @@ class Scenario:
                 f"INSERT INTO t VALUES {values};")
         self.check("created")
 
+    def create_killing_the_operator(self) -> None:
+        """Create, the operator killed at a random moment of it."""
+        self.create_with_rows(kill=True)
+
+    def create(self) -> None:
+        for server, name, _ in self.each():
+            self.cluster.apply(oh.mysql_object(name, self.ns, image=server.image))
+
+    def create_and_write(self) -> None:
+        """Create (no fault: the stages after this one are the module's faults), then the rows."""
+        self.create_with_rows(kill=False)
+
     def rotate_killing_the_operator(self) -> None:
-        """2. Password rotation, the operator killed at a random moment of it: the new
-        password works (the SQL Jobs read it from the Secret), the rows are all there."""
+        """Password rotation, the operator killed at a random moment of it: the new password
+        works (the SQL Jobs read it from the Secret), the rows are all there."""
         for _, name, _ in self.each():
             self.patch(name, {"password": f"rotated-{uuid.uuid4().hex[:8]}"})
         kill_at_random(self.operator, self.rng, "the password rotation")
@@ -444,8 +436,9 @@ class Scenario:
         self.check("rotated")
 
     def change_image_with_two_operators(self) -> None:
-        """3. Image change with a second operator running at once on the same objects, the
-        first one killed at a random moment: the server rolls to the new image, rows kept."""
+        """Image change with a second operator running at once on the same objects, the first
+        one killed at a random moment: the server rolls to the new image, rows kept."""
+        assert self.second is not None
         self.second.start()
         for server, name, _ in self.each():
             self.patch(name, {"image": alias(server.image)})
@@ -456,39 +449,66 @@ class Scenario:
             assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == alias(server.image)
         self.check("image-changed")
 
-    def delete_freezing_and_killing(self) -> None:
-        """4. Delete, both operators running, the API server frozen for 30 s during it, then
-        the first operator killed while the backup Jobs run: the objects still go only with
-        a complete backup, and the record names the file the completed Job wrote."""
-        for _, name, _ in self.each():
-            self.delete(name)
-        time.sleep(self.rng.uniform(0.3, 4.0))
-        freeze_apiserver("the delete")
+    def wait_backup_jobs(self) -> None:
+        """Until each object's backup Job exists (or every object is gone already)."""
         self.cluster.wait_for(lambda: all(
             self.cluster.kubectl("-n", self.ns, "get", "job", f"{name}-backup", check=False).returncode == 0
             for name in self.names.values()) or self.cluster.get("-n", self.ns, "mysqls.otus.homework")["items"] == [],
             timeout=300, what="the backup Jobs to start", interval=1)
-        kill_at_random(self.operator, self.rng, "the backup Jobs")
+
+    def assert_backed_up_and_gone(self) -> None:
         wait_gone(self.cluster, self.ns)
         for _, name, held in self.each():
             assert_complete_backup(self.ns, name, latest_backup(self.cluster, self.ns, name), held)
 
+    def assert_restored(self, stage: str) -> None:
+        for _, name, _ in self.each():
+            restore = self.cluster.get("-n", self.ns, "job", f"{name}-restore")
+            assert restore["status"].get("succeeded") == 1, restore["status"]
+        self.check(stage)
+
+    def delete_with_two_operators_killing(self) -> None:
+        """Delete, both operators running, the first one killed while the backup Jobs run:
+        the objects still go only with a complete backup, and the record names the file the
+        completed Job wrote."""
+        for _, name, _ in self.each():
+            self.delete(name)
+        self.wait_backup_jobs()
+        kill_at_random(self.operator, self.rng, "the backup Jobs")
+        self.assert_backed_up_and_gone()
+
+    def recreate_with_two_operators_killing(self) -> None:
+        """Re-create, both operators running, the first one killed at a random moment of it:
+        the restore brings every row back; then the second operator stops, having leaked
+        nothing."""
+        assert self.second is not None
+        self.create()
+        kill_at_random(self.operator, self.rng, "the re-create and restore")
+        self.converge()
+        self.assert_restored("restored")
+        self.second.stop()
+        assert oh.leaks(self.cluster, self.ns, self.second) == []
+
+    def delete_freezing(self) -> None:
+        """Delete, the API server frozen for 30 s during it: the objects go, each only with a
+        complete backup."""
+        for _, name, _ in self.each():
+            self.delete(name)
+        time.sleep(self.rng.uniform(0.3, 4.0))
+        freeze_apiserver("the delete")
+        self.assert_backed_up_and_gone()
+
     def recreate_freezing(self) -> None:
-        """5. Re-create, both operators running, the API server frozen for 30 s meanwhile:
-        the restore brings every row back; then the second operator stops."""
+        """Re-create, the API server frozen for 30 s meanwhile: the restore brings every row
+        back."""
         self.create()
         time.sleep(self.rng.uniform(0.3, 4.0))
         freeze_apiserver("the re-create and restore")
         self.converge()
-        for _, name, _ in self.each():
-            restore = self.cluster.get("-n", self.ns, "job", f"{name}-restore")
-            assert restore["status"].get("succeeded") == 1, restore["status"]
-        self.check("restored")
-        self.second.stop()
-        assert oh.leaks(self.cluster, self.ns, self.second) == []
+        self.assert_restored("restored")
 
     def delete_killing_the_server_mid_dump(self) -> None:
-        """6. Delete with the server killed while the backup Job's dump runs (a big table
+        """Delete with the server killed while the backup Job's dump runs (a big table
         makes the dump long enough to be caught mid-way): the failed dump is never recorded;
         the Job's retry, once the server is back, takes the backup that is recorded. The
         operator is killed right after the Jobs completed, before it records them: the
@@ -515,7 +535,7 @@ class Scenario:
             print(f"  backup Job of {name}: {self.cluster.get('-n', self.ns, 'job', f'{name}-backup')['status']}")
 
     def recreate_killing_the_server_mid_restore(self) -> None:
-        """7. Re-create with the server killed while the restore Job loads the backup: the
+        """Re-create with the server killed while the restore Job loads the backup: the
         restore is retried and completes; never Successful on partial data."""
         self.create()
         seen = kill_servers_during(self.cluster, self.ns, "mysql",
@@ -529,7 +549,7 @@ class Scenario:
         self.check("restored-after-kill")
 
     def delete_with_a_full_backup_volume(self) -> None:
-        """8. Delete with the backup volume full, the operator killed right after the delete,
+        """Delete with the backup volume full, the operator killed right after the delete,
         before the backup Jobs: the backup fails loudly (object kept, Failure condition,
         Warning Event naming the kept backup), the previous backup stays the latest; once
         there is room the retried backup completes and the object goes."""
@@ -557,24 +577,6 @@ class Scenario:
             assert_complete_backup(self.ns, name, latest_backup(self.cluster, self.ns, name), held)
             assert (oh.backup_dir(self.ns, name) / before[name]).exists()
             unmount(oh.backup_dir(self.ns, name))
-
-
-def test_every_object_converges_and_keeps_its_rows_through_kills_and_freezes(
-        cluster: harness.Cluster, fault_namespace: str, fault_operator: harness.Operator,
-        second_operator: harness.Operator) -> None:
-    if not cluster.local:
-        pytest.skip("freezes the API server, kills servers, mounts a tmpfs: the local cluster only")
-    print(f"\nfaults: seed {SEED} (FAULTS_SEED={SEED} replays the random moments)")
-    scenario = Scenario(cluster, fault_namespace, fault_operator, second_operator)
-    stages = [scenario.create_killing_the_operator, scenario.rotate_killing_the_operator,
-              scenario.change_image_with_two_operators, scenario.delete_freezing_and_killing,
-              scenario.recreate_freezing, scenario.delete_killing_the_server_mid_dump,
-              scenario.recreate_killing_the_server_mid_restore, scenario.delete_with_a_full_backup_volume]
-    for number, stage in enumerate(stages, 1):
-        print(f"stage {number}: {stage.__name__.replace('_', ' ')}", flush=True)
-        stage()
-    assert fault_operator.alive(), fault_operator.log()[-4000:]
-    assert oh.leaks(cluster, fault_namespace, fault_operator) == []
 
 
 def alias(image: str) -> str:

@@ -6,7 +6,8 @@ truncated or altered file, a schedule with retention, and a scheduled dump kille
 at the end, every pod all of that made was admitted at Pod Security "restricted".
 
 One namespace and one operator for the module. The scheduled instances are created first, so
-their runs (every minute) accumulate while the other tests use the other instances.
+their runs (every minute) accumulate while the first tests use the other instances; the
+schedule's test comes third and removes the schedules once it has seen what it needs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from tests.integration import operator_harness as oh
 SERVERS = oh.SERVERS
 PASSWORD = "otuspassword"
 DATABASE = "otus-database"
-BIG_ROWS = 1 << 17  # ~27 MB dumped: long enough to be killed mid-way (test_faults.py says why)
+BIG_ROWS = 1 << 17  # ~27 MB dumped: long enough to be killed mid-way (faults.py says why)
 
 
 @dataclass
@@ -171,6 +172,140 @@ def test_a_dump_that_meets_ddl_is_taken_again_in_the_same_backup(backups: Backup
         figures.add("dumps taken again after DDL")
 
     oh.for_each_server(one)
+
+
+def kill_a_scheduled_dump(b: Backups, name: str) -> None:
+    """Give the instance a big table, kill its next scheduled dump mid-way, drop the table
+    (later runs are quick again); what was seen goes to b.killed[name]."""
+    try:
+        sql(b.cluster, b.ns, name, "CREATE TABLE big (id INT AUTO_INCREMENT PRIMARY KEY, pad VARCHAR(200)); "
+                                   "INSERT INTO big (pad) VALUES (REPEAT('x', 200)); "
+                                   + "INSERT INTO big (pad) SELECT pad FROM big; " * 17)
+        b.killed[name] = kill_dump_mid_way(b.ns, name)
+        sql(b.cluster, b.ns, name, "DROP TABLE big")
+    except BaseException as e:
+        b.killed[name] = e
+
+
+def kill_dump_mid_way(ns: str, name: str, timeout: float = 150) -> str:
+    """Wait for a mysqldump against the instance whose partial file holds rows, then SIGKILL
+    every process of its pod (the container dies, as on an OOM kill or a lost node)."""
+    host = f"{name}.{ns}.svc.cluster.local"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid, argv in oh.processes():
+            if not (argv and Path(argv[0]).name == "mysqldump" and host in argv and "--help" not in argv):
+                continue
+            partials = [p for p in oh.backup_dir(ns, name).glob(".*.sql.partial") if p.stat().st_size > 1 << 18]
+            if not partials:
+                continue
+            try:
+                cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+            except OSError:
+                continue
+            seen = f"{partials[0].name} at {partials[0].stat().st_size} bytes"
+            for other, _ in oh.processes():
+                try:
+                    if Path(f"/proc/{other}/cgroup").read_text() == cgroup:
+                        os.kill(other, signal.SIGKILL)
+                except OSError:
+                    continue
+            return seen
+        time.sleep(0.02)
+    raise AssertionError(f"no dump of {host} ran mid-way within {timeout:.0f}s")
+
+
+def scheduled_runs(b: Backups, name: str) -> int:
+    """How many times the instance's backup CronJob has started a run: the minutes from its
+    creation to its last schedule time (it runs every minute)."""
+    cronjob = b.cluster.get("-n", b.ns, "cronjobs", f"{name}-bk")
+    last = cronjob.get("status", {}).get("lastScheduleTime")
+    if not last:
+        return 0
+    created = cronjob["metadata"]["creationTimestamp"]
+
+    def minutes(stamp: str) -> int:
+        return int(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) // 60)
+    return minutes(last) - minutes(created)
+
+
+@pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
+def test_a_schedule_keeps_the_newest_two_and_survives_a_killed_run(backups: Backups) -> None:
+    """`schedule: every minute, keep: 2`: one run is killed mid-dump (a big table makes it long
+    enough): it leaves no file that looks complete, its record is Failed with a Warning Event
+    on the instance, and the next run succeeds. After four or more runs exactly two complete
+    backups remain, records and files, and the instance's status counts them."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("sched")
+        b.kills[server.key].join()
+        seen = b.killed[name]
+        if isinstance(seen, BaseException):
+            raise seen
+        print(f"  {name}: scheduled dump killed with {seen}")
+
+        def killed_run_failed_and_a_later_one_verified() -> bool:
+            runs = sorted(records(b.cluster, b.ns, name), key=lambda r: r["metadata"]["name"])
+            scheduled = [r for r in runs if r["spec"].get("job")]
+            failed = [r for r in scheduled if r.get("status", {}).get("state") == "Failed"]
+            if not failed:
+                return False
+            later = [r for r in scheduled if r["metadata"]["name"] > failed[-1]["metadata"]["name"]]
+            return any(r.get("status", {}).get("state") == "Complete" and verified(r) == "True" for r in later)
+
+        b.cluster.wait_for(killed_run_failed_and_a_later_one_verified, timeout=240,
+                           what=f"the killed run of {name} to fail and a later one to be verified", interval=2)
+        failed = [r for r in records(b.cluster, b.ns, name) if r.get("status", {}).get("state") == "Failed"]
+        assert len(failed) == 1, [r["metadata"]["name"] for r in failed]
+        failure = oh.condition(failed[0], "Failure") or {}
+        assert failure.get("status") == "True" and failed[0]["spec"]["job"] in failure["message"], failure
+        assert any(e["reason"] == "BackupFailed" for e in oh.warnings_about(b.cluster, b.ns, name))
+
+        def run_of(file_name: str) -> int:
+            """The run a file belongs to: its Job's schedule time (<name>-bk-<seconds>.sql...)."""
+            return int(file_name.lstrip(".").split("-bk-")[1].split(".")[0])
+
+        def settled_to_two() -> tuple[list[str], list[str]] | None:
+            """The two good backups' files and the files on disk, once there are two and no
+            other file but those of runs newer than both (under way, not recorded yet)."""
+            good = sorted(r["status"]["file"] for r in records(b.cluster, b.ns, name)
+                          if r.get("status", {}).get("state") == "Complete" and verified(r) == "True")
+            if scheduled_runs(b, name) < 4 or len(good) != 2:
+                return None
+            newest = max(run_of(f) for f in good)
+            settled = sorted(p.name for p in oh.backup_dir(b.ns, name).iterdir() if run_of(p.name) <= newest)
+            return good, settled
+
+        def pruned_to_two() -> bool:
+            found = settled_to_two()
+            return found is not None and found[1] == sorted([*found[0], *(f"{f}.figures" for f in found[0])])
+
+        b.cluster.wait_for(pruned_to_two, timeout=180, what=f"{name} pruned to two backups", interval=2)
+        assert scheduled_runs(b, name) >= 4
+
+        def counted() -> bool:  # the records' changes run the instance's role (their owner annotations)
+            status = b.cluster.get("-n", b.ns, "mysqls.otus.homework", name)["status"].get("backup", {})
+            return bool(status.get("count") == 2 and status.get("nextScheduled")
+                        and status.get("lastFailed") == failed[0]["metadata"]["name"])
+
+        b.cluster.wait_for(counted, timeout=120, what=f"{name}'s status to count two backups", interval=2)
+        # a pruned run is not recorded again (its Job goes with it): no record but the
+        # killed run's is bad
+        bad = [r["metadata"]["name"] for r in records(b.cluster, b.ns, name)
+               if r["spec"].get("job") and (r.get("status", {}).get("state") == "Failed"
+                                            or verified(r) == "False")]
+        assert bad == [failed[0]["metadata"]["name"]], bad
+        figures.add("scheduled dumps killed")
+
+    try:
+        oh.for_each_server(one)
+    finally:
+        # what the schedules were for is seen: the module's other tests run without a dump
+        # and a verification every minute beside them
+        for server in SERVERS:
+            b.cluster.kubectl("-n", b.ns, "patch", "mysqls.otus.homework", server.name("sched"), "--type=merge",
+                              "-p", json.dumps({"spec": {"backup": {"schedule": None}}}))
 
 
 def latest_backup(b: Backups, name: str) -> str:
@@ -341,133 +476,6 @@ def test_a_truncated_or_altered_backup_fails_verification(backups: Backups) -> N
         assert {w for e in warnings for w in ("cut.sql", "altered.sql") if w in e["message"]} == \
             {"cut.sql", "altered.sql"}, warnings
         figures.add("bad backups caught", 2)
-
-    oh.for_each_server(one)
-
-
-def kill_a_scheduled_dump(b: Backups, name: str) -> None:
-    """Give the instance a big table, kill its next scheduled dump mid-way, drop the table
-    (later runs are quick again); what was seen goes to b.killed[name]."""
-    try:
-        sql(b.cluster, b.ns, name, "CREATE TABLE big (id INT AUTO_INCREMENT PRIMARY KEY, pad VARCHAR(200)); "
-                                   "INSERT INTO big (pad) VALUES (REPEAT('x', 200)); "
-                                   + "INSERT INTO big (pad) SELECT pad FROM big; " * 17)
-        b.killed[name] = kill_dump_mid_way(b.ns, name)
-        sql(b.cluster, b.ns, name, "DROP TABLE big")
-    except BaseException as e:
-        b.killed[name] = e
-
-
-def kill_dump_mid_way(ns: str, name: str, timeout: float = 150) -> str:
-    """Wait for a mysqldump against the instance whose partial file holds rows, then SIGKILL
-    every process of its pod (the container dies, as on an OOM kill or a lost node)."""
-    host = f"{name}.{ns}.svc.cluster.local"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for pid, argv in oh.processes():
-            if not (argv and Path(argv[0]).name == "mysqldump" and host in argv and "--help" not in argv):
-                continue
-            partials = [p for p in oh.backup_dir(ns, name).glob(".*.sql.partial") if p.stat().st_size > 1 << 18]
-            if not partials:
-                continue
-            try:
-                cgroup = Path(f"/proc/{pid}/cgroup").read_text()
-            except OSError:
-                continue
-            seen = f"{partials[0].name} at {partials[0].stat().st_size} bytes"
-            for other, _ in oh.processes():
-                try:
-                    if Path(f"/proc/{other}/cgroup").read_text() == cgroup:
-                        os.kill(other, signal.SIGKILL)
-                except OSError:
-                    continue
-            return seen
-        time.sleep(0.02)
-    raise AssertionError(f"no dump of {host} ran mid-way within {timeout:.0f}s")
-
-
-def scheduled_runs(b: Backups, name: str) -> int:
-    """How many times the instance's backup CronJob has started a run: the minutes from its
-    creation to its last schedule time (it runs every minute)."""
-    cronjob = b.cluster.get("-n", b.ns, "cronjobs", f"{name}-bk")
-    last = cronjob.get("status", {}).get("lastScheduleTime")
-    if not last:
-        return 0
-    created = cronjob["metadata"]["creationTimestamp"]
-
-    def minutes(stamp: str) -> int:
-        return int(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) // 60)
-    return minutes(last) - minutes(created)
-
-
-@pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
-def test_a_schedule_keeps_the_newest_two_and_survives_a_killed_run(backups: Backups) -> None:
-    """`schedule: every minute, keep: 2`: one run is killed mid-dump (a big table makes it long
-    enough): it leaves no file that looks complete, its record is Failed with a Warning Event
-    on the instance, and the next run succeeds. After four or more runs exactly two complete
-    backups remain, records and files, and the instance's status counts them."""
-    b = backups
-
-    def one(server: oh.Server) -> None:
-        name = server.name("sched")
-        b.kills[server.key].join()
-        seen = b.killed[name]
-        if isinstance(seen, BaseException):
-            raise seen
-        print(f"  {name}: scheduled dump killed with {seen}")
-
-        def killed_run_failed_and_a_later_one_verified() -> bool:
-            runs = sorted(records(b.cluster, b.ns, name), key=lambda r: r["metadata"]["name"])
-            scheduled = [r for r in runs if r["spec"].get("job")]
-            failed = [r for r in scheduled if r.get("status", {}).get("state") == "Failed"]
-            if not failed:
-                return False
-            later = [r for r in scheduled if r["metadata"]["name"] > failed[-1]["metadata"]["name"]]
-            return any(r.get("status", {}).get("state") == "Complete" and verified(r) == "True" for r in later)
-
-        b.cluster.wait_for(killed_run_failed_and_a_later_one_verified, timeout=240,
-                           what=f"the killed run of {name} to fail and a later one to be verified", interval=2)
-        failed = [r for r in records(b.cluster, b.ns, name) if r.get("status", {}).get("state") == "Failed"]
-        assert len(failed) == 1, [r["metadata"]["name"] for r in failed]
-        failure = oh.condition(failed[0], "Failure") or {}
-        assert failure.get("status") == "True" and failed[0]["spec"]["job"] in failure["message"], failure
-        assert any(e["reason"] == "BackupFailed" for e in oh.warnings_about(b.cluster, b.ns, name))
-
-        def run_of(file_name: str) -> int:
-            """The run a file belongs to: its Job's schedule time (<name>-bk-<seconds>.sql...)."""
-            return int(file_name.lstrip(".").split("-bk-")[1].split(".")[0])
-
-        def settled_to_two() -> tuple[list[str], list[str]] | None:
-            """The two good backups' files and the files on disk, once there are two and no
-            other file but those of runs newer than both (under way, not recorded yet)."""
-            good = sorted(r["status"]["file"] for r in records(b.cluster, b.ns, name)
-                          if r.get("status", {}).get("state") == "Complete" and verified(r) == "True")
-            if scheduled_runs(b, name) < 4 or len(good) != 2:
-                return None
-            newest = max(run_of(f) for f in good)
-            settled = sorted(p.name for p in oh.backup_dir(b.ns, name).iterdir() if run_of(p.name) <= newest)
-            return good, settled
-
-        def pruned_to_two() -> bool:
-            found = settled_to_two()
-            return found is not None and found[1] == sorted([*found[0], *(f"{f}.figures" for f in found[0])])
-
-        b.cluster.wait_for(pruned_to_two, timeout=180, what=f"{name} pruned to two backups", interval=2)
-        assert scheduled_runs(b, name) >= 4
-
-        def counted() -> bool:  # the records' changes run the instance's role (their owner annotations)
-            status = b.cluster.get("-n", b.ns, "mysqls.otus.homework", name)["status"].get("backup", {})
-            return bool(status.get("count") == 2 and status.get("nextScheduled")
-                        and status.get("lastFailed") == failed[0]["metadata"]["name"])
-
-        b.cluster.wait_for(counted, timeout=120, what=f"{name}'s status to count two backups", interval=2)
-        # a pruned run is not recorded again (its Job goes with it): no record but the
-        # killed run's is bad
-        bad = [r["metadata"]["name"] for r in records(b.cluster, b.ns, name)
-               if r["spec"].get("job") and (r.get("status", {}).get("state") == "Failed"
-                                            or verified(r) == "False")]
-        assert bad == [failed[0]["metadata"]["name"]], bad
-        figures.add("scheduled dumps killed")
 
     oh.for_each_server(one)
 
