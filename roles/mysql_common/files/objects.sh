@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # A backup's copy in an S3-compatible bucket, run by the backup-tools image beside the
 # Jobs that take and restore backups. `ship` uploads the dump that the backup container of
 # the same pod (the mysql_backup role's files/backup.sh, SHIP_TO set) streams to it, with
@@ -17,11 +18,14 @@
 # ("retry") is replaced by the next one's stream; its end without an ok (/backup/.dump.ended)
 # removes the partial object. /backup/.objects.ready says the bucket answered (the backup
 # container takes its read lock only then); a failure here is written to
-# /backup/.objects.failed, where the backup container reads it and stops its dump.
+# /backup/.objects.failed, where the backup container reads it and stops its dump. A TERM
+# (the Job's deadline) or an INT ends the script through the same cleanup as any other end:
+# a running upload is stopped first (rclone aborts its multipart upload when signalled),
+# then the partial object is removed.
 #
 # A backup taken with binary logs on has a third file, $BACKUP_FILE.position ("<server>
 # <binlog file> <position> <epoch>": where its snapshot is in the server's binary logs),
-# shipped and fetched like the figures.
+# shipped, read back and fetched like the figures.
 #
 # `archive` (a sidecar of the server's pod, the data volume at /var/lib/mysql, read-only)
 # ships every closed binary log of mysql-bin.index as
@@ -38,34 +42,73 @@
 # position). A missing log between them (a gap) or an archive that does not reach the time
 # fails the fetch, naming what is missing.
 #
+# What the bucket holds is read as data, never as words of the shell: an object name or a
+# position that is not of the expected form (names of letters, digits, '.', '_' and '-',
+# numbers of digits) is skipped with a message on stderr. Every number is read without its
+# leading zeros: busybox's sh, awk and printf read 000010 as octal (8).
+#
 # Env: MODE (ship, fetch, prune or archive), BACKUP_FILE (or JOB_NAME: <JOB_NAME>.sql; FILES
 # for prune), S3_BUCKET, S3_PREFIX, and rclone's own settings of its S3 backend
 # (RCLONE_S3_ENDPOINT, RCLONE_S3_REGION, RCLONE_S3_ACCESS_KEY_ID and RCLONE_S3_SECRET_ACCESS_KEY
-# from the credentials Secret, RCLONE_NO_CHECK_CERTIFICATE, ...).
-# The last line of output (and /dev/termination-log) is a summary; a failure's names the
+# from the credentials Secret, RCLONE_NO_CHECK_CERTIFICATE, ...). The directories are the
+# images' mounts unless set (the unit tests run the script elsewhere): BACKUP_DIR (/backup),
+# KEYS_DIR (/keys), ARCHIVE_DIR (/archive), DATA_DIR (/var/lib/mysql) and TERMINATION_LOG
+# (/dev/termination-log).
+# The last line of output (and the termination log) is a summary; a failure's names the
 # bucket and the object.
 set -eu
+BACKUP_DIR=${BACKUP_DIR:-/backup}
+KEYS_DIR=${KEYS_DIR:-/keys}
+ARCHIVE_DIR=${ARCHIVE_DIR:-/archive}
+DATA_DIR=${DATA_DIR:-/var/lib/mysql}
+TERMINATION_LOG=${TERMINATION_LOG:-/dev/termination-log}
 BACKUP_FILE=${BACKUP_FILE:-${JOB_NAME:-}.sql}
-identity=/keys/identity
+identity=$KEYS_DIR/identity
 ext=.zst
 [ ! -f "$identity" ] || ext=.zst.age
 remote=":s3:$S3_BUCKET/$S3_PREFIX"
 where="s3://$S3_BUCKET/$S3_PREFIX"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# the rclone of a running upload (its pid), the partial object it writes, and whether the
+# dump got its name
+upload='' partial='' shipped=''
+
+# Every end: a running upload is stopped (rclone, signalled, aborts its multipart upload;
+# waited for, so that it has aborted before the object is removed), a partial object that
+# did not get the dump's name is removed, the scratch directory last (rclone's errors go
+# there).
+cleanup() {
+  if [ -n "$upload" ]; then
+    kill -TERM "$upload" 2>/dev/null || true
+    wait "$upload" 2>/dev/null || true
+    upload=''
+  fi
+  if [ -n "$partial" ] && [ -z "$shipped" ]; then
+    rc deletefile "$remote/$partial" || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+# busybox sh runs the EXIT trap on exit, not when a signal ends it (and as a container's
+# PID 1 it is not even ended by a TERM it has no trap for): the signals exit, through it
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 fail() {
   echo "objects: $*" >&2
-  printf '%s\n' "$*" > /dev/termination-log 2>/dev/null || true
+  printf '%s\n' "$*" > "$TERMINATION_LOG" 2>/dev/null || true
   # the backup container streaming to this one stops its dump with these words
-  [ "$MODE" != ship ] || printf '%s\n' "$*" > /backup/.objects.failed
+  [ "$MODE" != ship ] || printf '%s\n' "$*" > "$BACKUP_DIR/.objects.failed"
   exit 1
 }
+warn() { printf 'objects: %s\n' "$*" >&2; }
 # rclone, told not to wait long for an endpoint that does not answer; its last error line
-# is kept in $work/rclone.err for the failure's message
+# is kept in $work/rclone.err for the failure's message. With rc_exec set (in a job of its
+# own put in the background), that job's process becomes rclone itself: $! is rclone's pid.
+rc_exec=''
 rc() {
-  rclone --config "" --retries 2 --low-level-retries 2 --contimeout 10s --timeout 60s \
-    --s3-no-check-bucket -q "$@" 2> "$work/rclone.err"
+  ${rc_exec:+exec} rclone --config "" --retries 2 --low-level-retries 2 --contimeout 10s \
+    --timeout 60s --s3-no-check-bucket -q "$@" 2> "$work/rclone.err"
 }
 # what rclone said: its first ERROR line (the server's error code and text), else its last
 said() {
@@ -84,6 +127,47 @@ unpack() {
   if [ -f "$identity" ]; then age -d -i "$identity" | zstd -q -d -c; else zstd -q -d -c; fi
 }
 digest() { sha256sum | cut -d' ' -f1; }
+# local file $1 as object $2 (packed), read back: fails the script when it cannot be
+# written or read, returns 1 when it does not decrypt and decompress to the file's bytes
+put() {
+  pack < "$1" > "$work/object" || fail "could not compress or encrypt ${1##*/}"
+  rc copyto "$work/object" "$remote/$2" || fail "could not write $where/$2: $(said)"
+  rc cat "$remote/$2" > "$work/back" || fail "could not read $where/$2 back: $(said)"
+  [ "$(unpack < "$work/back" | digest)" = "$(digest < "$1")" ]
+}
+
+# whether $1 is a name of letters, digits, '.', '_' and '-' that starts with neither '.' nor
+# '-' (no option, no glob, no '..', no space)
+is_name() {
+  case $1 in ''|[!A-Za-z0-9_]*|*[!A-Za-z0-9._-]*) return 1 ;; esac
+}
+# whether $1 is a binary log's name: <name>.<6 digits or more>
+is_log() {
+  is_name "$1" || return 1
+  set -- "$1" "${1##*.}"
+  case $2 in ''|*[!0-9]*) return 1 ;; esac
+  [ "$1" != "$2" ] && [ "${#2}" -ge 6 ]
+}
+# $1 (a name: see is_name) as a basic regular expression that matches only itself
+literal() { printf '%s' "$1" | sed 's/[.]/[.]/g'; }
+# $1, digits only, without its leading zeros (busybox's sh, awk and printf read 000010 as
+# octal 8, 0x10 as hex): what may go into arithmetic and comparisons; fails for anything
+# that is not a number of at most 18 digits
+decimal() {
+  case $1 in ''|*[!0-9]*) return 1 ;; esac
+  set -- "$(printf '%s\n' "$1" | sed 's/^0*\([0-9]\)/\1/')"
+  [ "${#1}" -le 18 ] && printf '%s\n' "$1"
+}
+# reads the position file $1 into pos_server, pos_log, pos_offset and pos_taken (the numbers
+# without their leading zeros): one line of exactly "<server> <binlog file> <position>
+# <epoch>", each field checked; fails for anything else
+read_position() {
+  [ "$(grep -c '' "$1")" = 1 ] || return 1
+  pos_rest=''
+  IFS=' ' read -r pos_server pos_log pos_offset pos_taken pos_rest < "$1" || [ -n "${pos_server:-}" ] || return 1
+  [ -z "$pos_rest" ] && is_name "$pos_server" && is_log "$pos_log" || return 1
+  pos_offset=$(decimal "$pos_offset") && pos_taken=$(decimal "$pos_taken")
+}
 
 # The bucket is listed first: a store may create a missing bucket on the first write
 # (SeaweedFS does), where the backups would then land unnoticed. (The archive sidecar does
@@ -94,20 +178,29 @@ if [ "$MODE" != archive ] && ! rc lsf --max-depth 1 "$remote" > /dev/null; then
   fail "could not list $where at $RCLONE_S3_ENDPOINT: $(said)"
 fi
 
-# the UTC time of seconds since the epoch, as RFC 3339
+# the UTC time of seconds since the epoch (without leading zeros), as RFC 3339
 utc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
 # the archived logs of server $1: "<sequence> <close epoch> <object name>" lines, in order;
-# the sequence without its leading zeros (the shell's arithmetic reads 000008 as octal)
+# both numbers without their leading zeros. An object of another form is skipped (a message
+# on stderr); so the three fields are words without spaces.
 archived() {
   rc lsf "$remote/binlogs/$1/" > "$work/binlogs" || return 1
-  sed -n 's/^\(.*\)[.]\([0-9]\{6,\}\)-\([0-9]\{1,\}\)[.]zst\([.]age\)\{0,1\}$/\2 \3 &/p' "$work/binlogs" \
-    | awk '{ $1 = $1 + 0; print }' | sort -n
+  set -- "$1" '^[A-Za-z0-9_][A-Za-z0-9._-]*[.]\([0-9]\{6,18\}\)-\([0-9]\{1,18\}\)[.]zst\([.]age\)\{0,1\}$'
+  sed -n "/$2/!p" "$work/binlogs" | grep -v -x -e reach | while IFS= read -r odd; do
+    warn "skipping $where/binlogs/$1/$odd: not <binlog file>-<epoch>.zst[.age]"
+  done
+  sed -n "s/$2/\\1 \\2 &/p" "$work/binlogs" | sed 's/^0*\([0-9]\)/\1/; s/ 0*\([0-9]\)/ \1/' \
+    | sort -k1,1n -k2,2n
 }
 # how far the archive of server $1 reaches, given its logs (archived's lines) in file $2: the
 # later of its reach object and its newest log's close, in seconds since the epoch ('' when
 # it has neither yet)
 reach_of() {
-  reach=$(rc cat "$remote/binlogs/$1/reach" 2>/dev/null | tr -dc 0-9)
+  reach=$(rc cat "$remote/binlogs/$1/reach" | head -n 1) || reach=''
+  if [ -n "$reach" ] && ! reach=$(decimal "$reach"); then
+    warn "$where/binlogs/$1/reach is not seconds since the epoch: ignored"
+    reach=''
+  fi
   last=$(tail -n 1 "$2" | cut -d' ' -f2)
   [ "${last:-0}" -le "${reach:-0}" ] || reach=$last
   printf '%s\n' "$reach"
@@ -125,10 +218,12 @@ archive_state() {
 case "$MODE" in
   archive)
     # runs for the life of the server's pod; a failed upload is tried again on the next pass
-    data=/var/lib/mysql
-    echo "objects: archiving the binary logs of $data to $where/binlogs every ${ARCHIVE_SECONDS}s"
-    while [ ! -s /archive/id ]; do sleep 1; done
-    id=$(cat /archive/id)
+    data=$DATA_DIR
+    seconds=$(decimal "$ARCHIVE_SECONDS") || fail "ARCHIVE_SECONDS is a number of seconds, not '$ARCHIVE_SECONDS'"
+    echo "objects: archiving the binary logs of $data to $where/binlogs every ${seconds}s"
+    while [ ! -s "$ARCHIVE_DIR/id" ]; do sleep 1; done
+    id=$(cat "$ARCHIVE_DIR/id")
+    is_name "$id" || fail "$ARCHIVE_DIR/id is not a name of letters, digits, '.', '_' and '-': '$id'"
     touch "$work/shipped"
     rc lsf "$remote/binlogs/$id/" > "$work/shipped" 2>/dev/null || true
     reached=0
@@ -140,7 +235,11 @@ case "$MODE" in
         pending=0
         while IFS= read -r f; do
           [ "$f" != "$active" ] || continue
-          grep -q "^$f-[0-9]*$ext\$" "$work/shipped" && continue
+          if ! is_log "$f"; then
+            warn "$f in $index is not a binary log's name: not archived"
+            continue
+          fi
+          grep -q "^$(literal "$f")-[0-9]*$(literal "$ext")\$" "$work/shipped" && continue
           if [ ! -f "$data/$f" ]; then
             echo "objects: $f is in the index but not in $data (removed before it was archived: a gap)" >&2
             continue
@@ -160,11 +259,12 @@ case "$MODE" in
         done < "$work/index"
         # every event up to the moment the rotation found the current log without new
         # events is archived once every log before it is
-        quiet=$(cat /archive/quiet 2>/dev/null || true)
-        if [ "$pending" = 0 ] && [ "${quiet%% *}" = "$active" ]; then
-          at=${quiet##* }
-          if [ "$at" -ge $((reached + ARCHIVE_SECONDS)) ] && printf '%s\n' "$at" > "$work/reach" \
-              && rc copyto "$work/reach" "$remote/binlogs/$id/reach"; then
+        quiet=$(cat "$ARCHIVE_DIR/quiet" 2>/dev/null || true)
+        if [ "$pending" = 0 ] && [ "${quiet%% *}" = "$active" ] && at=$(decimal "${quiet##* }"); then
+          # the reach, read back: a reach that does not is written again on the next pass
+          if [ "$at" -ge $((reached + seconds)) ] && printf '%s\n' "$at" > "$work/reach" \
+              && rc copyto "$work/reach" "$remote/binlogs/$id/reach" \
+              && [ "$(rc cat "$remote/binlogs/$id/reach")" = "$at" ]; then
             reached=$at
           fi
         fi
@@ -173,29 +273,35 @@ case "$MODE" in
     done
     ;;
   ship)
+    # every end that is not a shipped backup removes this object (cleanup)
     partial="$BACKUP_FILE$ext.partial"
-    # every end that is not a shipped backup: the backup container is told, the partial
-    # object removed
-    trap 'rm -rf "$work"; [ -n "${shipped:-}" ] || rc deletefile "$remote/$partial" 2>/dev/null || true' EXIT
     # the bucket answered: the backup container takes its read lock and starts its dump
-    : > /backup/.objects.ready
+    : > "$BACKUP_DIR/.objects.ready"
     try=1
     while :; do
-      stream=/backup/.stream.$try verdict=/backup/.try.$try
+      stream=$BACKUP_DIR/.stream.$try verdict=$BACKUP_DIR/.try.$try
       # the stream of this try, unless the try was given up before its dump started or the
       # backup container ended without one
-      until [ -p "$stream" ] || [ -f "$verdict" ] || [ -f /backup/.dump.ended ]; do sleep 0.2; done
+      until [ -p "$stream" ] || [ -f "$verdict" ] || [ -f "$BACKUP_DIR/.dump.ended" ]; do sleep 0.2; done
       if [ "$(cat "$verdict" 2>/dev/null)" = retry ]; then try=$((try + 1)); continue; fi
       [ -p "$stream" ] || fail "the backup of $BACKUP_FILE ended before its dump: nothing was shipped to $where"
-      for tap in sum last size; do rm -f "$work/$tap"; mkfifo "$work/$tap"; done
+      for tap in sum last size packed; do rm -f "$work/$tap"; mkfifo "$work/$tap"; done
       digest < "$work/sum" > "$work/sent" &
       tail -n 1 < "$work/last" > "$work/trailer" &
       wc -c < "$work/size" > "$work/bytes" &
+      # The upload is a job of its own, in the background and waited for, so that a TERM is
+      # taken at once (the shell runs a trap only after its foreground command) and cleanup
+      # can stop rclone and wait for it alone ($! is rclone itself): the wait for a pipeline
+      # would last until its first command, reading the stream, ends too.
+      { rc_exec=1; rc rcat "$remote/$partial"; } < "$work/packed" &
+      upload=$!
+      tee "$work/sum" "$work/last" "$work/size" < "$stream" | pack > "$work/packed" &
       uploaded=1
-      tee "$work/sum" "$work/last" "$work/size" < "$stream" | pack | rc rcat "$remote/$partial" || uploaded=0
+      wait "$upload" || uploaded=0
+      upload=''
       wait
       [ "$uploaded" = 1 ] || fail "could not write $where/$partial: $(said)"
-      until [ -f "$verdict" ] || [ -f /backup/.dump.ended ]; do sleep 0.2; done
+      until [ -f "$verdict" ] || [ -f "$BACKUP_DIR/.dump.ended" ]; do sleep 0.2; done
       case "$(cat "$verdict" 2>/dev/null)" in
         ok) break ;;
         retry) echo "objects: try $try of the dump is taken again; its stream is dropped"; try=$((try + 1)) ;;
@@ -211,70 +317,92 @@ case "$MODE" in
       || fail "$where/$partial does not read back as the dump that was streamed to it"
     rm -f "$work/back"
     f=$BACKUP_FILE.figures
-    pack < "/backup/$f" > "$work/object" || fail "could not compress or encrypt $f"
-    rc copyto "$work/object" "$remote/$f$ext" || fail "could not write $where/$f$ext: $(said)"
-    rc cat "$remote/$f$ext" > "$work/back" || fail "could not read $where/$f$ext back: $(said)"
-    [ "$(unpack < "$work/back" | digest)" = "$(digest < "/backup/$f")" ] \
-      || fail "$where/$f$ext does not read back as the figures it was written from"
+    put "$BACKUP_DIR/$f" "$f$ext" || fail "$where/$f$ext does not read back as the figures it was written from"
     rc moveto "$remote/$partial" "$remote/$BACKUP_FILE$ext" \
       || fail "could not name $where/$BACKUP_FILE$ext: $(said)"
     shipped=1
     stored=$(rc lsf --format s "$remote/$BACKUP_FILE$ext") || fail "could not list $where/$BACKUP_FILE$ext: $(said)"
     size=$(tr -dc 0-9 < "$work/bytes")
-    tables=$(wc -l < "/backup/$BACKUP_FILE.figures")
-    rows=$(awk -F '\t' '{ n += $2 } END { print n + 0 }' "/backup/$BACKUP_FILE.figures")
+    tables=$(wc -l < "$BACKUP_DIR/$BACKUP_FILE.figures")
+    # the counts without their leading zeros (busybox's awk reads 010 as octal)
+    rows=$(awk -F '\t' '{ v = $2; sub(/^0+/, "", v); n += v } END { print n + 0 }' "$BACKUP_DIR/$BACKUP_FILE.figures")
     summary="file=$BACKUP_FILE size=$size tables=$tables rows=$rows object=$where/$BACKUP_FILE$ext stored=$stored"
-    if [ -f "/backup/$BACKUP_FILE.position" ]; then
+    if [ -f "$BACKUP_DIR/$BACKUP_FILE.position" ]; then
       f=$BACKUP_FILE.position
-      pack < "/backup/$f" > "$work/object" || fail "could not compress or encrypt $f"
-      rc copyto "$work/object" "$remote/$f$ext" || fail "could not write $where/$f$ext: $(said)"
-      read -r id _ < "/backup/$f"
-      state=$(archive_state "$id") || fail "could not list $where/binlogs/$id: $(said)"
-      summary="$summary position=$(cut -d' ' -f2,3 "/backup/$f" | tr ' ' :) $state"
+      read_position "$BACKUP_DIR/$f" \
+        || fail "$BACKUP_DIR/$f is not one line '<server> <binlog file> <position> <epoch>': nothing of it was shipped to $where"
+      # a position that does not read back is not left for a point-in-time fetch to choose
+      if ! put "$BACKUP_DIR/$f" "$f$ext"; then
+        rc deletefile "$remote/$f$ext" || true
+        fail "$where/$f$ext does not read back as the position it was written from"
+      fi
+      state=$(archive_state "$pos_server") || fail "could not list $where/binlogs/$pos_server: $(said)"
+      summary="$summary position=$pos_log:$pos_offset $state"
     fi
     ;;
   fetch)
     if [ -n "${POINT_IN_TIME:-}" ]; then
-      at=$(utc "$POINT_IN_TIME")
-      # the positions of the backups in the bucket: the newest taken before the time
+      before=$(decimal "$POINT_IN_TIME") || fail "POINT_IN_TIME is seconds since the epoch, not '$POINT_IN_TIME'"
+      at=$(utc "$before")
+      # the positions of the backups in the bucket, checked field by field: the newest
+      # taken before the time
       rc lsf "$remote" > "$work/list" || fail "could not list $where: $(said)"
       : > "$work/positions"
-      grep "[.]sql[.]position$ext\$" "$work/list" | while IFS= read -r object; do
-        if rc cat "$remote/$object" > "$work/object" && unpack < "$work/object" > "$work/position"; then
-          printf '%s %s\n' "$(cat "$work/position")" "${object%.position$ext}" >> "$work/positions"
+      while IFS= read -r object; do
+        case $object in *".sql.position$ext") ;; *) continue ;; esac
+        name=${object%".position$ext"}
+        if ! is_name "$name"; then
+          warn "skipping $where/$object: a backup's name is letters, digits, '.', '_' and '-'"
+          continue
         fi
-      done
-      chosen=$(awk -v t="$POINT_IN_TIME" 'NF == 5 && $4 < t' "$work/positions" | sort -k4,4n | tail -n 1)
-      [ -n "$chosen" ] || fail "no backup in $where was taken before $at with binary logs on (spec.backup.pointInTime)"
-      set -- $chosen
-      id=$1 start=$2 position=$3 taken=$4 BACKUP_FILE=$5
+        if ! rc cat "$remote/$object" > "$work/object" || ! unpack < "$work/object" > "$work/position"; then
+          warn "skipping $where/$object: it does not read, decrypt and decompress"
+          continue
+        fi
+        if ! read_position "$work/position"; then
+          warn "skipping $where/$object: not one line '<server> <binlog file> <position> <epoch>'"
+          continue
+        fi
+        printf '%s %s %s %s %s\n' "$pos_server" "$pos_log" "$pos_offset" "$pos_taken" "$name" >> "$work/positions"
+      done < "$work/list"
+      awk -v t="$before" '$4 < t' "$work/positions" | sort -k4,4n | tail -n 1 > "$work/chosen"
+      [ -s "$work/chosen" ] || fail "no backup in $where was taken before $at with binary logs on (spec.backup.pointInTime)"
+      # five words without spaces, each checked above
+      IFS=' ' read -r id start position taken BACKUP_FILE < "$work/chosen"
       echo "objects: $BACKUP_FILE (taken $(utc "$taken"), at $start:$position of server $id) is the newest backup before $at"
       archived "$id" > "$work/archived" || fail "could not list $where/binlogs/$id: $(said)"
-      first=$(printf '%s' "$start" | sed 's/^.*[.]0*\([0-9]\)/\1/')
-      mkdir -p /backup/binlogs
-      echo "$position" > /backup/binlogs/replay.partial
-      want=$first covered=''
+      mkdir -p "$BACKUP_DIR/binlogs"
+      echo "$position" > "$BACKUP_DIR/binlogs/replay.partial"
+      want=$(decimal "${start##*.}") covered=''
       while [ -z "$covered" ]; do
-        line=$(awk -v n="$want" '$1 == n' "$work/archived")
+        # the object of log $want: the one of this key's kind when there are two (a log
+        # archived again after a key was set or removed)
+        line=$(awk -v n="$want" -v e="$ext" '$1 == n {
+            if (substr($3, length($3) - length(e) + 1) == e) { print; found = 1; exit }
+            if (other == "") other = $0
+          } END { if (!found && other != "") print other }' "$work/archived")
         if [ -z "$line" ]; then
           name=$(printf '%s.%06d' "${start%.*}" "$want")
           if awk -v n="$want" '$1 > n' "$work/archived" | grep -q .; then
             fail "gap in the binary logs archived in $where/binlogs/$id: $name is missing; the events from $(utc "$taken") to before $at cannot all be replayed"
           fi
           reach=$(reach_of "$id" "$work/archived")
-          if [ -n "$reach" ] && [ "$reach" -ge "$POINT_IN_TIME" ]; then break; fi
+          if [ -n "$reach" ] && [ "$reach" -ge "$before" ]; then break; fi
           fail "the binary logs archived in $where/binlogs/$id reach $( [ -n "$reach" ] && utc "$reach" || echo 'no time yet'), not $at (every event before it)"
         fi
-        set -- $line
-        rc cat "$remote/binlogs/$id/$3" > "$work/object" || fail "could not read $where/binlogs/$id/$3: $(said)"
-        log=$(printf '%s.%06d' "${start%.*}" "$1")
-        unpack < "$work/object" > "/backup/binlogs/$log" || fail "$where/binlogs/$id/$3 does not decrypt and decompress"
-        echo "$log" >> /backup/binlogs/replay.partial
-        [ "$2" -lt "$POINT_IN_TIME" ] || covered=1
-        want=$(( $1 + 1 ))
+        # "<sequence> <close epoch> <object>", words without spaces (archived)
+        seq=${line%% *} object=${line##* } closed=${line#* }
+        closed=${closed%% *}
+        rc cat "$remote/binlogs/$id/$object" > "$work/object" || fail "could not read $where/binlogs/$id/$object: $(said)"
+        # <binlog file>-<epoch>.zst[.age]: the log's own name
+        log=${object%-*}
+        unpack < "$work/object" > "$BACKUP_DIR/binlogs/$log" || fail "$where/binlogs/$id/$object does not decrypt and decompress"
+        echo "$log" >> "$BACKUP_DIR/binlogs/replay.partial"
+        [ "$closed" -lt "$before" ] || covered=1
+        want=$((seq + 1))
       done
-      mv /backup/binlogs/replay.partial /backup/binlogs/replay
-      echo "objects: $(( $(wc -l < /backup/binlogs/replay) - 1 )) binary logs to replay up to $at"
+      mv "$BACKUP_DIR/binlogs/replay.partial" "$BACKUP_DIR/binlogs/replay"
+      echo "objects: $(( $(wc -l < "$BACKUP_DIR/binlogs/replay") - 1 )) binary logs to replay up to $at"
     fi
     for f in "$BACKUP_FILE" "$BACKUP_FILE.figures"; do
       found=$(rc lsf "$remote/$f$ext") || fail "could not list $where/$f$ext: $(said)"
@@ -288,13 +416,13 @@ case "$MODE" in
         fail "$where/$f$ext is not in the bucket"
       fi
       rc cat "$remote/$f$ext" > "$work/object" || fail "could not read $where/$f$ext: $(said)"
-      unpack < "$work/object" > "/backup/.$f.partial" \
+      unpack < "$work/object" > "$BACKUP_DIR/.$f.partial" \
         || fail "$where/$f$ext does not decrypt and decompress (a wrong key?)"
-      mv "/backup/.$f.partial" "/backup/$f"
+      mv "$BACKUP_DIR/.$f.partial" "$BACKUP_DIR/$f"
     done
-    summary="file=$BACKUP_FILE size=$(wc -c < "/backup/$BACKUP_FILE") object=$where/$BACKUP_FILE$ext"
+    summary="file=$BACKUP_FILE size=$(wc -c < "$BACKUP_DIR/$BACKUP_FILE") object=$where/$BACKUP_FILE$ext"
     # the restore reads the backup's name from here when the fetch chose it
-    printf '%s\n' "$BACKUP_FILE" > /backup/chosen
+    printf '%s\n' "$BACKUP_FILE" > "$BACKUP_DIR/chosen"
     ;;
   prune)
     # both spellings: the key may have been set or removed since a backup was shipped
@@ -312,5 +440,5 @@ case "$MODE" in
     ;;
   *) fail "MODE is ship, fetch, prune or archive, not '$MODE'" ;;
 esac
-printf '%s\n' "$summary" > /dev/termination-log 2>/dev/null || true
+printf '%s\n' "$summary" > "$TERMINATION_LOG" 2>/dev/null || true
 echo "$summary"
