@@ -109,9 +109,9 @@ def test_archived_binary_logs_add_two_sidecars_that_share_one_scratch_volume() -
     assert mounted <= names
 
 
-def test_the_restore_scripts_get_the_replay_function_before_their_own_lines() -> None:
-    script = objects.with_binlog_replay("set -eu\necho restore\n")
-    assert script.index("replay_binlogs() {") < script.index("set -eu\necho restore")
+def test_both_restore_jobs_run_the_one_restore_script() -> None:
+    script = objects.restore_script(None)
+    assert script.startswith("# Replace the contents of $MYSQL_DATABASE") and "replicate-wild-do-table" in script
 
 
 def test_a_job_with_a_bucket_hands_its_backup_over_in_scratch_space_never_the_backup_volume() -> None:

@@ -4,15 +4,19 @@
 # With the server's binary logs archived (spec.backup.pointInTime), also
 # /backup/$BACKUP_FILE.position: where that snapshot is in the binary logs.
 # Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE, CONNECT_TIMEOUT, FIGURES_SQL, BACKUP_FILE or
-# JOB_NAME, OPERATOR_SCHEMA (default mysql_operator), and MYSQL_PWD (the password travels in the environment only). The dump has no
+# JOB_NAME, OPERATOR_SCHEMA (default mysql_operator), LOCK_WAIT and LOCK_TRIES (the lock's
+# wait a try, default 5 s, and its tries, default 60), GUARD_WAIT (the wait for another
+# backup of the server, default 600 s), and MYSQL_PWD (the password travels in the
+# environment only). The dump has no
 # CREATE DATABASE/USE, so the restore loads it into whatever database it is given.
 #
-# One snapshot for both: a session takes FLUSH TABLES WITH READ LOCK (writes wait) and opens
-# its consistent snapshot; mysqldump --single-transaction then opens its own; once the server
-# lists mysqldump's transaction (a root transaction newer than the lock), the lock is
-# released. No write can commit between the two snapshots, so they see the same data. The
-# figures are then computed in the first snapshot while the dump runs. Writes wait only
-# from the lock to mysqldump's START TRANSACTION.
+# One snapshot for both: under a lock that holds back commits to the database (take says
+# which, per server), a session opens its consistent snapshot and mysqldump
+# --single-transaction opens its own; once the server lists mysqldump's transaction, the
+# lock is released. No write can commit between the two snapshots, so they see the same
+# data. The figures are then computed in the first snapshot while the dump runs. Writes
+# wait only from the lock to mysqldump's START TRANSACTION; a long query holds up neither
+# the lock nor them. One backup of a server runs at a time (a named lock).
 #
 # A refusal the server calls transient (DDL during the dump: "Table definition has changed,
 # please retry transaction"; a lock wait timeout; a deadlock) is met by taking the whole
@@ -40,9 +44,17 @@ work=$(mktemp -d)
 tmp="/backup/.$BACKUP_FILE.partial"
 figures_tmp="/backup/.$BACKUP_FILE.figures.partial"
 position_tmp="/backup/.$BACKUP_FILE.position.partial"
-lock_pid='' dump_pid=''
+lock_pid='' figures_pid='' guard_pid='' dump_pid=''
+# the sessions of a try (the lock's, the figures'), ended: their locks go with them
+end_sessions() {
+  for pid in $lock_pid $figures_pid; do kill "$pid" 2>/dev/null || true; done
+  lock_pid='' figures_pid=''
+  exec 3>&- 5>&-
+}
 cleanup() {
-  [ -z "$lock_pid" ] || kill "$lock_pid" 2>/dev/null || true
+  end_sessions
+  [ -z "$guard_pid" ] || kill "$guard_pid" 2>/dev/null || true
+  exec 6>&-
   stop_dump
   rm -f "$tmp" "$figures_tmp" "$position_tmp"
   rm -rf "$work"
@@ -99,43 +111,99 @@ retry_because() {
   printf '%s\n' "$*" > "$work/retry"
 }
 
-# One try: the lock, both snapshots, the figures and the dump, in $work/try<n>. A refusal
-# the server calls transient leaves $work/retry (its reason) and returns; any other fails.
+# A session fed through a FIFO, in the background: session NAME N starts a client reading
+# $d/NAME.in, writing $d/NAME.out and $d/NAME.err, and $d/NAME.rc once it has ended; fd N
+# writes to it, and $NAME_pid is its subshell. (set +e in the background subshells: under
+# set -e a failed client would end the subshell before it wrote its exit code, and the
+# script would wait for it forever.)
+session() {
+  mkfifo "$d/$1.in"
+  (set +e; client -N -B -n "$MYSQL_DATABASE" < "$d/$1.in" > "$d/$1.out" 2> "$d/$1.err"; echo $? 2>/dev/null > "$d/$1.rc") &
+  eval "$1_pid=\$!; exec $2> \"\$d/\$1.in\""
+}
+# until session $1's output has a line starting with $2, or it has ended (return 1)
+await() {
+  until grep -q "^$2" "$d/$1.out"; do
+    [ ! -f "$d/$1.rc" ] || return 1
+    ! shipping_failed || fail "the objects container failed"
+    sleep 0.1
+  done
+}
+
+# One try: the lock, both snapshots, the position, the figures and the dump, in
+# $work/try<n>. A refusal the server calls transient leaves $work/retry (its reason) and
+# returns; any other fails.
+#
+# The lock blocks commits to the database, not reads, and never waits for a long query:
+# MariaDB's BACKUP STAGE up to BLOCK_COMMIT (DDL and commits wait; a running SELECT does
+# not hold it up), Oracle MySQL's LOCK INSTANCE FOR BACKUP (DDL waits) and LOCK TABLES ...
+# READ of the database's tables (their writers wait; readers do not, and other databases
+# go on). FLUSH TABLES WITH READ LOCK is not used: behind a long query it makes every
+# statement on that query's tables wait for it, its own timeout or not. Under the lock the
+# figures' session opens its snapshot and mysqldump opens its own (found by its connection:
+# from this pod, newer than the figures' session); then the lock is let go. The position
+# in the binary logs is that of the figures' snapshot: MariaDB says it
+# (binlog_snapshot_file/position); on Oracle MySQL the position read under the lock is it.
+# A lock not had within LOCK_WAIT seconds (a DDL statement runs) is tried again, up to
+# LOCK_TRIES times, the writers meanwhile waiting at most LOCK_WAIT seconds each time.
 take() {
   d="$work/try$1"
   mkdir "$d"
-  # The session that holds the lock, then the figures' snapshot; fed through a FIFO.
-  mkfifo "$d/in"
-  # (set +e in the background subshells: under set -e a failed client would end the subshell
-  # before it wrote its exit code, and the script would wait for it forever)
-  (set +e; client -N -B -n "$MYSQL_DATABASE" < "$d/in" > "$d/out" 2> "$d/err"; echo $? > "$d/lock.rc") &
-  lock_pid=$!
-  exec 3> "$d/in"
-  cat >&3 <<'SQL'
-SET SESSION lock_wait_timeout = 60;
-FLUSH TABLES WITH READ LOCK;
-START TRANSACTION WITH CONSISTENT SNAPSHOT;
-SELECT CONCAT('locked ', CONNECTION_ID());
-SQL
-  until grep -q '^locked ' "$d/out"; do
-    if [ -f "$d/lock.rc" ]; then
-      transient "$d/err" && { retry_because "the read lock: $(tail -n 1 "$d/err")"; return 0; }
-      fail "could not take the read lock: $(tail -n 3 "$d/err")"
+  tries=0
+  while :; do
+    rm -f "$d"/lock.*
+    session lock 3
+    printf 'SET SESSION lock_wait_timeout = %s;\n' "${LOCK_WAIT:-5}" >&3
+    if [ "$flavour" = mariadb ]; then
+      printf '%s\n' 'BACKUP STAGE START;' 'BACKUP STAGE FLUSH;' 'BACKUP STAGE BLOCK_DDL;' 'BACKUP STAGE BLOCK_COMMIT;' >&3
+    else
+      printf '%s\n' 'LOCK INSTANCE FOR BACKUP;' "SELECT 'instance-locked';" >&3
+      if await lock instance-locked; then
+        # the tables, listed once DDL waits: none can appear before the lock is had
+        tables=$(client -N -B -e "SELECT GROUP_CONCAT(CONCAT('\`', REPLACE(TABLE_SCHEMA, '\`', '\`\`'), '\`.\`',
+          REPLACE(TABLE_NAME, '\`', '\`\`'), '\` READ') SEPARATOR ', ') FROM information_schema.TABLES
+          WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'BASE TABLE'" "$MYSQL_DATABASE") \
+          || fail "could not list the tables of $MYSQL_DATABASE"
+        [ "$tables" = NULL ] || [ -z "$tables" ] || printf 'LOCK TABLES %s;\n' "$tables" >&3
+      fi
     fi
-    sleep 0.2
+    printf '%s\n' "SELECT CONCAT('locked ', SUBSTRING_INDEX(HOST, ':', 1)) FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID();" >&3
+    await lock locked && break
+    end_sessions
+    tries=$((tries + 1))
+    if ! grep -q 'Lock wait timeout exceeded' "$d/lock.err" || [ "$tries" -ge "${LOCK_TRIES:-60}" ]; then
+      transient "$d/lock.err" && { retry_because "the lock: $(tail -n 1 "$d/lock.err")"; return 0; }
+      fail "could not take the lock: $(tail -n 3 "$d/lock.err")"
+    fi
+    echo "backup: the lock waited ${LOCK_WAIT:-5}s (try $tries: DDL or a long write runs); trying again" >&2
+    sleep 2
   done
-  lock_id=$(sed -n 's/^locked //p' "$d/out")
-  # Where the snapshot is in the binary logs, read while the lock holds every commit back:
-  # "<server> <log> <position> <time>", for point-in-time recovery (the server's logs are
-  # archived as <server> when $OPERATOR_SCHEMA.binlog_archive names it). MySQL 8.4+ has only
-  # SHOW BINARY LOG STATUS, MariaDB 10.11 SHOW MASTER STATUS.
+  here=$(sed -n 's/^locked //p' "$d/lock.out")
+  # the figures' session: its snapshot, and for MariaDB the snapshot's own position
+  session figures 5
+  printf '%s\n' 'START TRANSACTION WITH CONSISTENT SNAPSHOT;' "SELECT CONCAT('snapshot ', CONNECTION_ID());" >&5
+  [ "$flavour" != mariadb ] || printf '%s\n' "SHOW STATUS LIKE 'binlog_snapshot_%';" >&5
+  await figures snapshot || {
+    transient "$d/figures.err" && { retry_because "the snapshot: $(tail -n 1 "$d/figures.err")"; return 0; }
+    fail "could not open the snapshot: $(tail -n 3 "$d/figures.err")"
+  }
+  snapshot_id=$(sed -n 's/^snapshot //p' "$d/figures.out")
+  # Where the snapshot is in the binary logs: "<server> <log> <position> <time>", for
+  # point-in-time recovery (the server's logs are archived as <server> when
+  # $OPERATOR_SCHEMA.binlog_archive names it). MySQL 8.4+ has only SHOW BINARY LOG STATUS.
   rm -f "$position_tmp"
   server=$(client -N -B -e "SELECT server FROM \`${OPERATOR_SCHEMA:-mysql_operator}\`.binlog_archive WHERE id = 1" 2>/dev/null || true)
   if [ -n "$server" ]; then
-    status=$(client -N -B -e 'SHOW MASTER STATUS' 2>/dev/null || client -N -B -e 'SHOW BINARY LOG STATUS' 2>/dev/null || true)
-    # shellcheck disable=SC2046 # the log and the position, split into two words
-    set -- $(printf '%s\n' "$status" | head -n 1 | cut -f1,2)
-    [ "$#" -ne 2 ] || printf '%s %s %s %s\n' "$server" "$1" "$2" "$(date +%s)" > "$position_tmp"
+    if [ "$flavour" = mariadb ]; then
+      await figures Binlog_snapshot_position || true
+      log=$(sed -n 's/^Binlog_snapshot_file\t//p' "$d/figures.out")
+      at=$(sed -n 's/^Binlog_snapshot_position\t//p' "$d/figures.out")
+    else
+      status=$(client -N -B -e 'SHOW BINARY LOG STATUS' 2>/dev/null || true)
+      log=$(printf '%s\n' "$status" | head -n 1 | cut -f1)
+      at=$(printf '%s\n' "$status" | head -n 1 | cut -f2)
+    fi
+    [ -z "$log" ] || [ -z "$at" ] || printf '%s %s %s %s\n' "$server" "$log" "$at" "$(date +%s)" > "$position_tmp"
   fi
 
   set -- --single-transaction --routines --triggers
@@ -151,17 +219,19 @@ SQL
     out=/backup/.stream.$try
     mkfifo "$out"
   fi
-  # (mysqldump's own pid in dump.pid: a retry stops it, which ends its stream)
-  (set +e; mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" "$MYSQL_DATABASE" \
+  # (mysqldump's own pid in dump.pid: a retry stops it, which ends its stream; the name
+  # after --: never read as an option)
+  (set +e; mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" -- "$MYSQL_DATABASE" \
      > "$out" 2> "$d/dump.err" & echo $! > "$d/dump.pid"; wait $!; echo $? > "$d/dump.rc") &
   dump_pid=$!
   waited=0 misses=0
   while :; do
-    # a failed look (a connection refused or timed out on a loaded node) is tried again; ten
-    # in a row fail the backup, with the client's own words
+    # mysqldump's snapshot: a transaction of a connection from this pod, newer than the
+    # figures' session. A failed look (a connection refused or timed out on a loaded node)
+    # is tried again; ten in a row fail the backup, with the client's own words.
     if started=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.INNODB_TRX AS t
         JOIN information_schema.PROCESSLIST AS p ON p.ID = t.trx_mysql_thread_id
-        WHERE p.USER = 'root' AND t.trx_mysql_thread_id > $lock_id
+        WHERE SUBSTRING_INDEX(p.HOST, ':', 1) = '$here' AND t.trx_mysql_thread_id > $snapshot_id
           AND t.trx_mysql_thread_id <> CONNECTION_ID()" 2> "$d/look.err"); then
       misses=0
       [ "$started" -eq 0 ] || break
@@ -175,16 +245,20 @@ SQL
     sleep 0.1
     waited=$((waited + 1))
   done
-  printf 'UNLOCK TABLES;\n%s\nSELECT %s;\nCOMMIT;\n' "$FIGURES_SQL" "'figures-end'" >&3
+  if [ "$flavour" = mariadb ]; then echo 'BACKUP STAGE END;' >&3; else printf '%s\n' 'UNLOCK TABLES;' 'UNLOCK INSTANCE;' >&3; fi
   exec 3>&-
-  while [ ! -f "$d/lock.rc" ]; do sleep 0.2; done
-  if [ "$(cat "$d/lock.rc")" != 0 ]; then
-    transient "$d/err" && { retry_because "the figures query: $(tail -n 1 "$d/err")"; return 0; }
-    fail "the figures query failed: $(tail -n 3 "$d/err")"
-  fi
   lock_pid=''
-  sed -n '/^locked /,/^figures-end$/p' "$d/out" | sed '1d;$d' | LC_ALL=C sort > "$d/figures"
-  grep -q '^figures-end$' "$d/out" || fail "the figures query gave no result"
+  printf '%s\nSELECT %s;\nCOMMIT;\n' "$FIGURES_SQL" "'figures-end'" >&5
+  exec 5>&-
+  while [ ! -f "$d/figures.rc" ]; do sleep 0.2; done
+  figures_pid=''
+  if [ "$(cat "$d/figures.rc")" != 0 ]; then
+    transient "$d/figures.err" && { retry_because "the figures query: $(tail -n 1 "$d/figures.err")"; return 0; }
+    fail "the figures query failed: $(tail -n 3 "$d/figures.err")"
+  fi
+  sed -n '/^snapshot /,/^figures-end$/p' "$d/figures.out" | sed '1d;$d' | grep -v '^Binlog_snapshot_' \
+    | LC_ALL=C sort > "$d/figures"
+  grep -q '^figures-end$' "$d/figures.out" || fail "the figures query gave no result"
 
   while [ ! -f "$d/dump.rc" ]; do
     ! shipping_failed || fail "the objects container failed"
@@ -208,6 +282,22 @@ SQL
   esac
 }
 
+# MariaDB or Oracle MySQL: their locks differ (take)
+flavour=mysql
+case "$(client -N -B -e 'SELECT VERSION()' 2>/dev/null)" in *MariaDB*) flavour=mariadb ;; esac
+# One backup of an instance at a time: a session of this script holds the server's named
+# lock mysql_operator.backup until the script ends; another backup waits for it (at most
+# GUARD_WAIT seconds), so two never take their locks and snapshots at once.
+d=$work
+session guard 6
+echo "SELECT CONCAT('guard ', IFNULL(GET_LOCK('mysql_operator.backup', ${GUARD_WAIT:-600}), 'error'));" >&6
+await guard 'guard ' || fail "could not take the lock that keeps backups of $MYSQL_DATABASE apart: $(tail -n 2 "$d/guard.err")"
+case "$(sed -n 's/^guard //p' "$d/guard.out")" in
+  1) ;;
+  0) fail "another backup of this server ran for over ${GUARD_WAIT:-600}s; this one was not taken" ;;
+  *) fail "could not take the lock that keeps backups of $MYSQL_DATABASE apart" ;;
+esac
+
 if [ -n "$SHIP_TO" ]; then
   # the read lock is taken only once the objects container is there to read the stream
   waited=0
@@ -227,10 +317,8 @@ while :; do
   [ "$try" -lt "$tries" ] || fail "$reason (transient, but still after $tries tries)"
   echo "backup: try $try of $tries: $reason; trying again in ${RETRY_PAUSE:-5}s" >&2
   [ -z "$SHIP_TO" ] || echo retry > "/backup/.try.$try"
-  [ -z "$lock_pid" ] || kill "$lock_pid" 2>/dev/null || true
+  end_sessions
   stop_dump
-  lock_pid=''
-  exec 3>&-
   rm -f "$tmp" "$figures_tmp"
   sleep "${RETRY_PAUSE:-5}"
   # a reader still waiting to open the dropped try's stream gets its end of file

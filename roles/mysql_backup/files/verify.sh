@@ -4,8 +4,10 @@
 # compare them with /backup/$BACKUP_FILE.figures, taken from the dump's own snapshot.
 # Exit 0: verified. Exit 3: the backup is not good (the reason, naming the first table that
 # differs, is the last line and the termination message). Any other exit: the verification
-# itself could not run. Env: MYSQL_DATABASE, BACKUP_FILE, FIGURES_SQL, START_TIMEOUT.
-set -eu
+# itself could not run to its verdict (the throwaway server did not start, went away, or
+# a query failed on it): the backup is kept, and verified again. Env: MYSQL_DATABASE,
+# BACKUP_FILE, FIGURES_SQL, START_TIMEOUT. Run by bash (pipefail).
+set -euo pipefail
 unset MYSQL_PWD MYSQL_HOST || true
 verdict() {
   printf '%s\n' "$1" > /dev/termination-log 2>/dev/null || true
@@ -36,29 +38,28 @@ until client -e 'SELECT 1' "$MYSQL_DATABASE" >/dev/null 2>&1; do
   waited=$((waited + 2))
 done
 echo "verify: loading $BACKUP_FILE ($size bytes)"
-client "$MYSQL_DATABASE" < "$file" 2> /tmp/load.err \
-  || verdict "$BACKUP_FILE does not load: $(tail -n 2 /tmp/load.err | tr '\n' ' ')" 3
-client -N -B "$MYSQL_DATABASE" -e "$FIGURES_SQL" | LC_ALL=C sort > /tmp/figures \
-  || verdict "the figures query failed on the throwaway server" 1
-# The first table whose row count or checksum differs, or that only one side has.
-difference=$(LC_ALL=C awk -F '\t' '
-  NR == FNR { want[$1] = $2 "\t" $3; next }
-  { got[$1] = $2 "\t" $3 }
-  END {
-    for (t in want) names[t] = 1
-    for (t in got) names[t] = 1
-    n = 0
-    for (t in names) sorted[++n] = t
-    for (i = 2; i <= n; i++) { v = sorted[i]; j = i - 1
-      while (j > 0 && sorted[j] > v) { sorted[j + 1] = sorted[j]; j-- }
-      sorted[j + 1] = v }
-    for (i = 1; i <= n; i++) { t = sorted[i]
-      if (!(t in got)) { print "table `" t "` is missing after the load"; exit }
-      if (!(t in want)) { print "table `" t "` is not in the snapshot the dump was taken from"; exit }
-      if (want[t] != got[t]) { split(want[t], w, "\t"); split(got[t], g, "\t")
-        print "table `" t "` differs: " w[1] " rows (checksum " w[2] ") in the snapshot, " \
-              g[1] " rows (checksum " g[2] ") after the load"; exit } }
-  }' "$file.figures" /tmp/figures)
+# a refusal is the backup's fault only while the throwaway server still answers: one that
+# went away (killed, out of memory) could not verify anything
+alive() { client -e 'SELECT 1' >/dev/null 2>&1; }
+if ! client --database="$MYSQL_DATABASE" < "$file" 2> /tmp/load.err; then
+  alive || verdict "the throwaway server went away while $BACKUP_FILE was loading: $(tail -n 1 /tmp/load.err)" 1
+  verdict "$BACKUP_FILE does not load: $(tail -n 2 /tmp/load.err | tr '\n' ' ')" 3
+fi
+if ! client -N -B --database="$MYSQL_DATABASE" -e "$FIGURES_SQL" > /tmp/figures.raw 2> /tmp/figures.err; then
+  alive || verdict "the throwaway server went away during the figures query: $(tail -n 1 /tmp/figures.err)" 1
+  verdict "the figures query failed on the throwaway server: $(tail -n 1 /tmp/figures.err)" 1
+fi
+LC_ALL=C sort /tmp/figures.raw > /tmp/figures
+LC_ALL=C sort "$file.figures" > /tmp/wanted
+# The first table (in name order) whose row count or checksum differs, or that one side
+# lacks: the two lists joined on the table's name ("-" for a side without it).
+difference=$(LC_ALL=C join -t "$(printf '\t')" -a 1 -a 2 -e - -o 0,1.2,1.3,2.2,2.3 /tmp/wanted /tmp/figures | awk -F '\t' '
+  $4 == "-" && $5 == "-" { print "table `" $1 "` is missing after the load"; exit }
+  $2 == "-" && $3 == "-" { print "table `" $1 "` is not in the snapshot the dump was taken from"; exit }
+  $2 != $4 || $3 != $5 {
+    print "table `" $1 "` differs: " $2 " rows (checksum " $3 ") in the snapshot, " $4 " rows (checksum " $5 ") after the load"
+    exit
+  }')
 [ -z "$difference" ] || verdict "$BACKUP_FILE: $difference" 3
 tables=$(wc -l < /tmp/figures)
 rows=$(awk -F '\t' '{ n += $2 } END { print n + 0 }' /tmp/figures)

@@ -3,8 +3,8 @@ instance's spec names (`mysql_backup_target`), the parts of a Job's pod that shi
 backup there or fetch one from there (`mysql_objects_container`, `mysql_objects_volumes`),
 the server pod's sidecars that archive its binary logs there (`mysql_archive_containers`,
 spec.backup.pointInTime), the point in time a restore is asked for
-(`mysql_point_in_time`) and the restore scripts' replay of archived binary logs
-(`mysql_with_binlog_replay`).
+(`mysql_point_in_time`) and the script that restores a backup, and a point in time, into an
+instance's database (`mysql_restore_script`: files/restore.sh).
 
 Every Job that takes a backup (on demand, scheduled, at deletion) streams it from its dump
 container (the server image's mysqldump, the mysql_backup role's files/backup.sh with
@@ -43,7 +43,7 @@ _POINT_IN_TIME = ("pointInTime", "point_in_time")
 _ARCHIVE_SECONDS = ("archiveSeconds", "archive_seconds")
 DEFAULT_ARCHIVE_SECONDS = 30
 _ROTATE_SCRIPT = Path(__file__).resolve().parents[2] / "mysql" / "files" / "binlog_rotate.sh"
-_REPLAY_SCRIPT = Path(__file__).resolve().parent.parent / "files" / "binlog_replay.sh"
+_RESTORE_SCRIPT = Path(__file__).resolve().parent.parent / "files" / "restore.sh"
 # RFC 3339, as the CRD's pattern for spec.restore_from has it
 _RFC3339 = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?"
                       r"(Z|[+-][0-9]{2}:[0-9]{2})$")
@@ -147,10 +147,10 @@ def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positio
     }
 
 
-def with_binlog_replay(script: str) -> str:
-    """``script`` (a restore's, run by the server image) with the shell function
-    replay_binlogs (files/binlog_replay.sh) defined before it."""
-    return _REPLAY_SCRIPT.read_text(encoding="utf-8") + "\n" + str(script)
+def restore_script(_: Any = None) -> str:
+    """files/restore.sh: what the restore Job of a new instance (the mysql role) and the load
+    Job of a MySQLRestore (the mysql_restore role) run in the server image."""
+    return _RESTORE_SCRIPT.read_text(encoding="utf-8")
 
 
 def archive_containers(  # noqa: PLR0917 - a Jinja filter's arguments are positional
@@ -233,5 +233,5 @@ class FilterModule:
             "mysql_archive_containers": archive_containers,
             "mysql_archive_volumes": archive_volumes,
             "mysql_point_in_time": point_in_time,
-            "mysql_with_binlog_replay": with_binlog_replay,
+            "mysql_restore_script": restore_script,
         }
