@@ -296,6 +296,9 @@ class Proxy:
         token = self._upstream.authorization()
         if token:
             headers['Authorization'] = token
+        # the bodies pass (and are read) as they are: aiohttp would otherwise ask for gzip,
+        # which the API server uses above 128 KB, and the run would get it undeclared
+        headers['Accept-Encoding'] = 'identity'
         async with self._session.request(request.method, self._upstream.host + request.raw_path,
                                          headers=headers, data=body or None) as upstream:
             for text in server_warnings(upstream.headers.getall('Warning', ())):

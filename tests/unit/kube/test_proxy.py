@@ -5,6 +5,7 @@ whose an object is; and the API server's warnings it logs, against a stand-in AP
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
 import pathlib
@@ -194,3 +195,41 @@ def test_the_api_servers_warnings_to_a_run_are_logged_and_the_response_goes_back
         'v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice',
         '[otus.homework/v1/MySQL ns/db] API server warning on GET /api/v1/namespaces/ns/endpoints: '
         'unknown field "spec.foo"']
+
+
+def test_a_large_response_reaches_the_run_uncompressed(tmp_path: pathlib.Path) -> None:
+    """The API server gzips a response above 128 KB when the request accepts it; what reaches
+    the run must be the JSON itself (a kubernetes.core lookup read gzip bytes as text)."""
+    items = [{'metadata': {'name': f'job-{i}'}, 'spec': {'script': 'x' * 1024}} for i in range(200)]
+
+    async def api_server(request: web.Request) -> web.Response:
+        body = json.dumps({'kind': 'JobList', 'items': items}).encode()
+        if 'gzip' in request.headers.get('Accept-Encoding', ''):
+            return web.Response(body=gzip.compress(body), content_type='application/json',
+                                 headers={'Content-Encoding': 'gzip'})
+        return web.Response(body=body, content_type='application/json')
+
+    async def go() -> bytes:
+        app = web.Application()
+        app.router.add_get('/apis/batch/v1/namespaces/ns/jobs', api_server)
+        upstream = web.AppRunner(app)
+        await upstream.setup()
+        site = web.TCPSite(upstream, '127.0.0.1', 0)
+        await site.start()
+        port = upstream.addresses[0][1]
+        runs = proxy.Proxy(client.Upstream(host=f"http://127.0.0.1:{port}", ssl=False,
+                                            authorization=lambda: None),
+                           tmp_path / 'proxy', learned=lambda _owner, _dependent: None)
+        await runs.start()
+        try:
+            with runs.run(OWNER) as path:
+                token = yaml.safe_load(pathlib.Path(path).read_text())['users'][0]['user']['token']
+                async with aiohttp.ClientSession(auto_decompress=False) as session, session.get(
+                        f"http://127.0.0.1:{runs.port}/apis/batch/v1/namespaces/ns/jobs",
+                        headers={'Authorization': f"Bearer {token}", 'Accept-Encoding': 'gzip'}) as response:
+                    return await response.read()
+        finally:
+            await runs.close()
+            await upstream.cleanup()
+
+    assert json.loads(asyncio.run(go()))['items'] == items
