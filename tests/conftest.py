@@ -40,6 +40,7 @@ LOCK = Path(tempfile.gettempdir()) / "mysql-operator-cluster-up.lock"  # one wor
 # The longest modules of make test, longest first (measured on one of two workers): the
 # order they are handed out in.
 SLOWEST_FIRST = ("tests/integration/test_backups.py", "tests/integration/test_object_storage.py",
+                 "tests/integration/test_restores.py",
                  "tests/integration/test_operator.py", "tests/integration/test_faults.py",
                  "tests/integration/test_faults_servers.py",
                  "tests/integration/test_settings.py",

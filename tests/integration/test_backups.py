@@ -446,6 +446,147 @@ def test_a_restore_replaces_a_running_instances_database(backups: Backups) -> No
 
 
 @pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
+def test_a_restore_whose_load_fails_puts_the_database_back_as_it_was(backups: Backups) -> None:
+    """A backup whose load stops half-way (a statement the server refuses between two of
+    its tables, its trailer intact, recorded without verification): the MySQLRestore fails
+    saying the safety copy was put back, and the database holds exactly what it held before,
+    rows and tables."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("bk")
+        directory = oh.backup_dir(b.ns, name)
+        sql(b.cluster, b.ns, name, "CREATE TABLE IF NOT EXISTS before_bad (x INT); INSERT INTO before_bad VALUES (7)")
+        before = {table: sql(b.cluster, b.ns, name, f"SELECT * FROM `{table}` ORDER BY 1")
+                  for table in sql(b.cluster, b.ns, name, "SHOW TABLES").split()}
+        text = (directory / f"{name}-older.sql").read_text()
+        cut = text.index("CREATE TABLE")
+        (directory / "breaks.sql").write_text(text[:cut] + "THIS IS NOT SQL;\n" + text[cut:])
+        (directory / "breaks.sql.figures").write_text((directory / f"{name}-older.sql.figures").read_text())
+        b.cluster.apply(backup_object(b.ns, f"{name}-breaks", name, file="breaks.sql", database=DATABASE, verify=False))
+        b.cluster.wait_for(lambda: record(b.cluster, b.ns, f"{name}-breaks").get("status", {}).get("state")
+                           == "Complete", timeout=300, what=f"{name}-breaks to be recorded")
+        b.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLRestore",
+                                    "metadata": {"name": f"{name}-broken", "namespace": b.ns},
+                                    "spec": {"instance": name, "backup": f"{name}-breaks"}}))
+
+        def done() -> bool:
+            state = b.cluster.get("-n", b.ns, "mysqlrestores.otus.homework", f"{name}-broken").get("status", {})
+            return state.get("state") in ("Complete", "Failed")
+
+        b.cluster.wait_for(done, timeout=420, what=f"MySQLRestore {name}-broken to finish", interval=1)
+        status = b.cluster.get("-n", b.ns, "mysqlrestores.otus.homework", f"{name}-broken")["status"]
+        assert status["state"] == "Failed", status
+        assert "put back as it was before the restore" in status["jobMessage"], status
+        after = {table: sql(b.cluster, b.ns, name, f"SELECT * FROM `{table}` ORDER BY 1")
+                 for table in sql(b.cluster, b.ns, name, "SHOW TABLES").split()}
+        assert after == before
+        print(f">> {server.key}: a load that failed: {status['jobMessage'][:300]}")
+
+    oh.for_each_server(one)
+
+
+def test_a_backup_during_a_long_query_holds_writers_back_for_moments_only(backups: Backups) -> None:
+    """A 30 s query runs on a table while a client writes a row every 0.1 s and a backup is
+    taken: the backup's lock does not wait for the query, nor does it make the writer wait for
+    it (FLUSH TABLES WITH READ LOCK would: every statement on the query's table waited for
+    it). The backup is Complete and Verified; the writer's longest wait is printed."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("bk")
+        sql(b.cluster, b.ns, name, "CREATE TABLE IF NOT EXISTS steady (id INT AUTO_INCREMENT PRIMARY KEY, "
+                                   "at TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6))")
+        pod = server_pod_name(b.cluster, b.ns, name)
+        exec_ = [b.cluster.kubectl_bin, "--kubeconfig", b.cluster.kubeconfig, "-n", b.ns, "exec", pod, "--"]
+        query = subprocess.Popen([*exec_, "mysql", "-uroot", f"-p{PASSWORD}", DATABASE, "-e",
+                                  "SELECT SLEEP(30), COUNT(*) FROM steady"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        writer = subprocess.Popen([*exec_, "sh", "-c",
+                                   "end=$(($(date +%s) + 40)); while [ \"$(date +%s)\" -lt \"$end\" ]; do "
+                                   "s=$(date +%s%N); "
+                                   f"mysql -uroot -p{PASSWORD} {DATABASE} -e 'INSERT INTO steady () VALUES ()' "
+                                   "2>/dev/null && echo $(( ($(date +%s%N) - s) / 1000000 )); sleep 0.1; done"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            time.sleep(3)
+            b.cluster.apply(backup_object(b.ns, f"{name}-long", name))
+            obj = wait_decided(b, f"{name}-long")
+            waits = [int(line) for line in (writer.communicate(timeout=120)[0] or "").split() if line.isdigit()]
+        finally:
+            for process in (writer, query):
+                process.kill()
+                process.wait()
+        assert obj["status"]["state"] == "Complete" and verified(obj) == "True", obj["status"]
+        assert len(waits) > 50, waits
+        line = (f"backups {server.key}: a backup during a 30 s query; the writer's longest wait "
+                f"{max(waits)} ms over {len(waits)} writes (median {sorted(waits)[len(waits) // 2]} ms)")
+        print(f">> {line}")
+        figures.measured(line)
+
+    oh.for_each_server(one)
+
+
+@pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
+def test_a_verification_whose_server_goes_away_is_tried_again_not_taken_for_a_bad_backup(backups: Backups) -> None:
+    """The throwaway server of a backup's verification is SIGKILLed while it loads the backup
+    (a table of about 27 MB makes the load long enough to be caught): the verification could
+    not run, which is not a verdict; the backup is kept, never Verified False, and verified
+    again, this time to True."""
+    b = backups
+
+    def one(server: oh.Server) -> None:
+        name = server.name("bk")
+        sql(b.cluster, b.ns, name, "CREATE TABLE big (id INT AUTO_INCREMENT PRIMARY KEY, pad VARCHAR(200)); "
+                                   "INSERT INTO big (pad) VALUES (REPEAT('x', 200)); "
+                                   + "INSERT INTO big (pad) SELECT pad FROM big; " * 17)
+        backup = f"{name}-killed"
+        b.cluster.apply(backup_object(b.ns, backup, name))
+        seen = kill_verifying_server(b.ns, name, f"{backup}.sql")
+        print(f"  {name}: the verification's server killed with {seen}")
+        obj = wait_decided(b, backup)
+        assert obj["status"]["state"] == "Complete" and verified(obj) == "True", obj["status"]
+        events = oh.warnings_about(b.cluster, b.ns, backup)
+        assert any("did not run to its end" in e["message"] for e in events), events
+        assert not [e for e in oh.warnings_about(b.cluster, b.ns, name) if e["reason"] == "BackupVerificationFailed"
+                    and backup in e["message"]]
+        sql(b.cluster, b.ns, name, "DROP TABLE big")
+
+    oh.for_each_server(one)
+
+
+def kill_verifying_server(ns: str, name: str, file: str, timeout: float = 300) -> str:
+    """Wait for the verification's client to have read part of `file` (its standard input,
+    on the backup volume), then SIGKILL the throwaway server in the same pod (cgroup)."""
+    path = str(oh.backup_dir(ns, name) / file)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid, argv in oh.processes():
+            if not argv or Path(argv[0]).name not in ("mysql", "mariadb") or "127.0.0.1" not in argv:
+                continue
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/0")
+                info = Path(f"/proc/{pid}/fdinfo/0").read_text()
+                cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+            except OSError:
+                continue
+            position = int(next(line.split()[1] for line in info.splitlines() if line.startswith("pos:")))
+            if Path(target).name != file or not (1 << 20) < position < Path(path).stat().st_size - (1 << 20):
+                continue
+            for other, _ in oh.processes():
+                try:
+                    same = Path(f"/proc/{other}/cgroup").read_text() == cgroup
+                    comm = Path(f"/proc/{other}/comm").read_text().strip()
+                except OSError:
+                    continue
+                if same and comm in ("mysqld", "mariadbd"):
+                    os.kill(other, signal.SIGKILL)
+                    return f"{file} at {position} bytes"
+        time.sleep(0.05)
+    raise AssertionError(f"no verification of {file} was caught loading within {timeout:.0f}s")
+
+
+@pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
 def test_a_truncated_or_altered_backup_fails_verification(backups: Backups) -> None:
     """Copies of a verified backup, one cut in half and one with a single value changed (its
     trailer intact), recorded as MySQLBackups: both fail verification, the condition and a

@@ -30,7 +30,6 @@ import itertools
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import time
@@ -43,17 +42,23 @@ import pytest
 
 from tests import figures, harness, kube
 from tests.integration import operator_harness as oh
+from tests.integration.bucket import (
+    BUCKET,
+    ENDPOINT,
+    MISSING_BUCKET,
+    STORE_NAMESPACE,
+    TOOLS_IMAGE,
+    TOOLS_POD,
+    UNREACHABLE_ENDPOINT,
+    age_identity,
+    bucket_env,
+    s3_backup,
+    secret,
+)
 
 SERVERS = oh.SERVERS
 PASSWORD = "otuspassword"
 DATABASE = "otus-database"
-STORE_NAMESPACE = "object-store"
-ENDPOINT = "http://seaweedfs.object-store.svc.cluster.local:8333"
-BUCKET = "backups"
-TOOLS_IMAGE = "localhost/backup-tools:bookworm"
-TOOLS_POD = "bucket-client"  # in Store.ns: the test's reads and writes of the bucket
-UNREACHABLE_ENDPOINT = "http://no-such-host.object-store.svc.cluster.local:8333"
-MISSING_BUCKET = "no-such-bucket"
 REPO = Path(__file__).resolve().parents[2]
 BULK_ROWS = int(os.environ.get("OBJECT_STORAGE_ROWS", "0"))
 # the archiving instance's archiveSeconds, and how long its steady write load runs (the RPO
@@ -64,68 +69,12 @@ LOAD_SECONDS = int(os.environ.get("PITR_LOAD_SECONDS", "15"))
 # (the node-loss test)
 MEASURED: dict[str, dict[str, float]] = {}
 
-_BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
-
-
-def _polymod(values: list[int]) -> int:
-    generator = [0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3]
-    check = 1
-    for value in values:
-        top = check >> 25
-        check = (check & 0x1FFFFFF) << 5 ^ value
-        for i in range(5):
-            check ^= generator[i] if (top >> i) & 1 else 0
-    return check
-
-
-def age_identity() -> str:
-    """A new age X25519 identity (AGE-SECRET-KEY-1...): 32 random bytes, bech32-encoded."""
-    hrp = "age-secret-key-"
-    bits, acc, data = 0, 0, []
-    for byte in secrets.token_bytes(32):
-        acc = (acc << 8) | byte
-        bits += 8
-        while bits >= 5:
-            bits -= 5
-            data.append((acc >> bits) & 31)
-    if bits:
-        data.append((acc << (5 - bits)) & 31)
-    expanded = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
-    mod = _polymod(expanded + data + [0] * 6) ^ 1
-    checksum = [(mod >> 5 * (5 - i)) & 31 for i in range(6)]
-    return (hrp + "1" + "".join(_BECH32[d] for d in data + checksum)).upper()
-
-
 @dataclass
 class Store:
     cluster: harness.Cluster
     ns: str  # where the instances back up from
     dr_ns: str  # where an instance restores after the loss of the node
     operator: harness.Operator
-
-
-def secret(ns: str, name: str, data: dict[str, str]) -> str:
-    return json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns},
-                       "type": "Opaque", "stringData": data})
-
-
-def s3_backup(ns: str, credentials: str = "s3-creds", **extra: Any) -> dict[str, Any]:
-    """spec.backup of the module's store; `extra` adds to (or replaces) spec.backup.s3's fields."""
-    return {"verify": True, "encryptionSecret": "backup-key",
-            "s3": {"endpoint": ENDPOINT, "bucket": BUCKET, "credentialsSecret": credentials, **extra}}
-
-
-def bucket_env() -> list[dict[str, Any]]:
-    """The bucket client's environment: the store's credentials for rclone's :s3: remote and
-    the age identity in $AGE_IDENTITY, from the namespace's Secrets."""
-    return [{"name": "RCLONE_S3_PROVIDER", "value": "Other"},
-            {"name": "RCLONE_S3_ENDPOINT", "value": ENDPOINT},
-            {"name": "HOME", "value": "/tmp"},
-            {"name": "RCLONE_S3_ACCESS_KEY_ID",
-             "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_ACCESS_KEY_ID"}}},
-            {"name": "RCLONE_S3_SECRET_ACCESS_KEY",
-             "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "AWS_SECRET_ACCESS_KEY"}}},
-            {"name": "AGE_IDENTITY", "valueFrom": {"secretKeyRef": {"name": "backup-key", "key": "identity"}}}]
 
 
 @pytest.fixture(scope="module")
