@@ -149,7 +149,7 @@ await() {
 take() {
   d="$work/try$1"
   mkdir "$d"
-  tries=0
+  lock_tries=0
   while :; do
     rm -f "$d"/lock.*
     session lock 3
@@ -170,12 +170,12 @@ take() {
     printf '%s\n' "SELECT CONCAT('locked ', SUBSTRING_INDEX(HOST, ':', 1)) FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID();" >&3
     await lock locked && break
     end_sessions
-    tries=$((tries + 1))
-    if ! grep -q 'Lock wait timeout exceeded' "$d/lock.err" || [ "$tries" -ge "${LOCK_TRIES:-60}" ]; then
+    lock_tries=$((lock_tries + 1))
+    if ! grep -q 'Lock wait timeout exceeded' "$d/lock.err" || [ "$lock_tries" -ge "${LOCK_TRIES:-60}" ]; then
       transient "$d/lock.err" && { retry_because "the lock: $(tail -n 1 "$d/lock.err")"; return 0; }
       fail "could not take the lock: $(tail -n 3 "$d/lock.err")"
     fi
-    echo "backup: the lock waited ${LOCK_WAIT:-5}s (try $tries: DDL or a long write runs); trying again" >&2
+    echo "backup: the lock waited ${LOCK_WAIT:-5}s (try $lock_tries: DDL or a long write runs); trying again" >&2
     sleep 2
   done
   here=$(sed -n 's/^locked //p' "$d/lock.out")
