@@ -17,11 +17,21 @@ echo "$imports" | grep -E '^Contracts: '
 yamllint -s .
 # the roles call operator_sdk.util (requeue_after), which the operator ships in operator/collections
 ANSIBLE_COLLECTIONS_PATH="$PWD/operator/collections" ansible-lint -q
-if ! command -v shellcheck >/dev/null; then
-  echo ">> installing shellcheck (Debian package)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; } >/dev/null
+# what the lint and the unit tests run: shellcheck; busybox, zstd and age, with which
+# tests/unit/test_objects_script.py runs the backup-tools image's objects.sh (Debian packages)
+missing=()
+for pair in shellcheck:shellcheck busybox:busybox-static zstd:zstd age:age; do
+  command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo ">> installing ${missing[*]} (Debian packages)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >/dev/null
 fi
 shellcheck -x -P cluster cluster/cluster.sh cluster/lib/*.sh cluster/images/*.sh images/operator/*.sh hack/*.sh .ci/run bench/*.sh
+# the roles' scripts, which the Jobs' containers run with /bin/sh -c (verify.sh with bash)
+mapfile -t scripts < <(find roles -path '*/files/*.sh' ! -name verify.sh | sort)
+shellcheck -s sh "${scripts[@]}"
+shellcheck -s bash roles/mysql_backup/files/verify.sh
 echo ">> lint passed"
 [ "${1:-}" = "--lint-only" ] && exit 0
 

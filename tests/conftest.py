@@ -14,7 +14,8 @@ are summed here, and the summary says when each long module ran, in which worker
 
 An API server warning that kubectl printed or an operator logged (tests/api_warnings.py), in
 any worker, fails the session: the summary lists them, and the exit status is 1 even when
-every test passed.
+every test passed. So does, with CI set, a skipped test: CI runs everything. A KUBECONFIG
+that names the local cluster is the local cluster: the tests that need its node run.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests import api_warnings, figures, harness
 from tests.integration import operator_harness
@@ -72,6 +74,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         output["api_warnings"] = api_warnings.export()
     elif api_warnings.RECORD and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif SKIPPED and os.environ.get("CI") and session.exitstatus == pytest.ExitCode.OK:
+        # CI runs everything: a skipped test there is one that did not run, and fails the run
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_testnodedown(node: Any, error: Any) -> None:
@@ -85,8 +90,15 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 SPANS: dict[str, list[Any]] = {}
 
 
+SKIPPED: list[str] = []  # in the controller: the tests that were skipped, and why
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Note when each test module ran, and in which worker: where the time budget goes."""
+    """Note when each test module ran, and in which worker: where the time budget goes; and
+    which tests were skipped."""
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        SKIPPED.append(f"{report.nodeid}: {reason}")
     module = report.nodeid.split("::")[0]
     node = getattr(report, "node", None)
     worker = node.gateway.id if node is not None else "-"
@@ -104,6 +116,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
                                         "the session fails", red=True)
         for line in warned:
             terminalreporter.write_line(f"  {line}")
+    if SKIPPED and not hasattr(terminalreporter.config, "workeroutput"):
+        ci = " (CI: the run fails)" if os.environ.get("CI") else ""
+        terminalreporter.write_sep("=", f"{len(SKIPPED)} skipped tests{ci}", red=bool(ci))
+        for line in SKIPPED:
+            terminalreporter.write_line(f"  {line}")
     for measured in figures.MEASURED:
         terminalreporter.write_line(measured)
     if figures.line():
@@ -119,10 +136,26 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"  {worker:>4} {start - first:7.0f}s {stop - start:6.0f}s  {module}")
 
 
+def names_the_local_cluster(kubeconfig: str) -> bool:
+    """Whether `kubeconfig` reaches the local cluster (its API server's address is the one
+    in cluster/cluster.sh's kubeconfig): then the tests that need its node (this host) run."""
+    local = subprocess.run([str(REPO / "cluster" / "cluster.sh"), "kubeconfig"], capture_output=True, text=True,
+                           check=False).stdout.strip()
+
+    def servers(path: str) -> set[str]:
+        try:
+            config = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            return set()
+        return {str(c.get("cluster", {}).get("server")) for c in config.get("clusters") or []}
+    return bool(local) and Path(local).exists() and bool(servers(kubeconfig) & servers(local))
+
+
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[harness.Cluster]:
-    if os.environ.get("KUBECONFIG"):
-        found = harness.Cluster(kubeconfig=os.environ["KUBECONFIG"], kubectl_bin="kubectl", local=False)
+    given = os.environ.get("KUBECONFIG")
+    if given and not names_the_local_cluster(given):
+        found = harness.Cluster(kubeconfig=given, kubectl_bin="kubectl", local=False)
     else:
         script = REPO / "cluster" / "cluster.sh"
         capture = request.config.pluginmanager.getplugin("capturemanager")
