@@ -21,6 +21,8 @@ ORDER = (
     "bad backups caught",
     "scheduled dumps killed",
     "dumps taken again after DDL",
+    "point-in-time restores checked",
+    "archived logs searched for secrets",
 )
 FIGURES: Counter[str] = Counter()
 MEASURED: list[str] = []  # one line per measurement, as the test worded it
