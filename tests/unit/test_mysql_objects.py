@@ -120,3 +120,23 @@ def test_a_job_with_a_bucket_hands_its_backup_over_in_scratch_space_never_the_ba
     assert objects.backup_volume(target, "db-backup-pvc") == {"name": "backup", "emptyDir": {}}
     assert objects.backup_volume({}, "db-backup-pvc") == {
         "name": "backup", "persistentVolumeClaim": {"claimName": "db-backup-pvc"}}
+
+
+def test_the_target_names_the_instance_whose_backups_it_prefers() -> None:
+    """The lineage a point-in-time fetch prefers: the instance's <namespace>/<name>, whatever
+    the prefix (a disaster-recovery copy given the original's prefix is still itself)."""
+    target = objects.backup_target({"s3": {"endpoint": "http://e", "bucket": "b", "prefix": "prod/db",
+                                           "credentialsSecret": "c"}}, "dr", "db")
+    assert (target["prefix"], target["instance"]) == ("prod/db", "dr/db")
+
+
+def test_a_point_in_time_fetch_gets_the_restores_database_and_instance() -> None:
+    target = objects.backup_target({"s3": {"endpoint": "http://e", "bucket": "b", "credentialsSecret": "c"}},
+                                   "ns", "db")
+    fetch = env_of(objects.objects_container(target, "fetch", "2026-11-27T16:04:05Z", "tools", SECURITY,
+                                             database="app$1"))
+    assert (fetch["MYSQL_DATABASE"], fetch["MYSQL_INSTANCE"]) == ("app$1", "ns/db")
+    # a named file or a shipped backup chooses nothing
+    for mode, file in (("fetch", "x.sql"), ("ship", "x.sql"), ("ship", "")):
+        env = env_of(objects.objects_container(target, mode, file, "tools", SECURITY, database="app"))
+        assert "MYSQL_DATABASE" not in env and "MYSQL_INSTANCE" not in env

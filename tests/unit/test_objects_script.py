@@ -40,6 +40,12 @@ BUCKET = "bkt"
 PREFIX = "team/db"
 WHERE = f"s3://{BUCKET}/{PREFIX}"
 SERVER = "7d0c1f6e-5a1b-11ef-9f3a-0242ac120002"
+# the restoring instance (MYSQL_INSTANCE) and its database (MYSQL_DATABASE): the lineage a
+# point-in-time fetch prefers; COPY is a disaster-recovery copy given the same prefix
+INSTANCE, DATABASE = "team/db", "app$1"
+COPY = "dr/db"
+# what the script says a position is, when one is not
+POSITION_FORM = "'<server> <binlog file> <position> <epoch> [<namespace>/<name> <database>]'"
 # the close of log n: T0 + 100 * n seconds
 T0 = 1_715_000_000
 TRAILER = b"-- Dump completed on 2024-05-06 12:53:20\n"
@@ -271,7 +277,8 @@ class Rig:
             "RCLONE_S3_ENDPOINT": "http://stub.invalid:8333", "RCLONE_STUB_ROOT": str(self.store),
             "BACKUP_DIR": str(self.backup), "KEYS_DIR": str(self.keys),
             "ARCHIVE_DIR": str(self.base / "archive"), "DATA_DIR": str(self.base / "data"),
-            "TERMINATION_LOG": str(self.termination_log), **extra,
+            "TERMINATION_LOG": str(self.termination_log),
+            "MYSQL_INSTANCE": INSTANCE, "MYSQL_DATABASE": DATABASE, **extra,
         }
 
     def start(self, mode: str, **extra: str) -> subprocess.Popen[bytes]:
@@ -369,8 +376,12 @@ def rig(tmp_path: Path) -> Rig:
     return made
 
 
-def position(start: int, offset: str, taken: int | str, server: str = SERVER) -> str:
-    return f"{server} {log_name(start)} {offset} {taken}\n"
+def position(start: int, offset: str, taken: int | str, server: str = SERVER,
+             lineage: tuple[str, str] | None = (INSTANCE, DATABASE)) -> str:
+    """A position as backup.sh writes it: with the backup's lineage (<namespace>/<name> and
+    database), or without (``lineage=None``: the first four fields alone, lineage unknown)."""
+    tail = f" {lineage[0]} {lineage[1]}" if lineage else ""
+    return f"{server} {log_name(start)} {offset} {taken}{tail}\n"
 
 
 def replay(rig: Rig) -> list[str]:
@@ -435,19 +446,25 @@ def test_a_time_the_archive_has_not_reached_fails_naming_the_reach(rig: Rig) -> 
 
 def test_the_newest_backup_before_the_time_is_chosen_and_odd_objects_are_not_words(rig: Rig) -> None:
     """Among several positions the newest before the time (its epoch zero-padded: busybox's
-    awk would read it as octal); a position that is not one line of four checked fields and
-    an object name with a space and a glob are skipped with a message, even though either
-    would be newer; a log object of an odd name is skipped too."""
+    awk would read it as octal); a position that is not one line of four or six checked
+    fields (a lineage of two DNS labels, a database as spec.database admits it) and an object
+    name with a space and a glob are skipped with a message, even though either would be
+    newer; a log object of an odd name is skipped too."""
     rig.archive(range(1, 16))
     time_ = closed(12) + 10
     rig.backup_in_bucket("older.sql", position(5, "120", closed(4) + 10))
     rig.backup_in_bucket("chosen.sql", position(8, "00154", f"00{closed(7) + 30}"))
     rig.backup_in_bucket("later.sql", position(13, "4", closed(12) + 50))
-    # newer than the chosen one, and not to be taken: two lines, five fields, a bad name
+    # newer than the chosen one, and not to be taken: two lines, five or seven fields, bad
+    # names, a lineage that is no <namespace>/<name>, a database spec.database cannot be
     rig.backup_in_bucket("twolines.sql", position(11, "4", closed(10) + 5) + position(11, "8", closed(10) + 6))
-    rig.backup_in_bucket("fields.sql", position(11, "4", f"{closed(10) + 5} -rf"))
+    rig.backup_in_bucket("fields.sql", position(11, "4", f"{closed(10) + 5} -rf", lineage=None))
+    rig.backup_in_bucket("seven.sql", position(11, "4", f"{closed(10) + 5} {INSTANCE} {DATABASE} x", lineage=None))
     rig.backup_in_bucket("badserver.sql", position(11, "4", closed(10) + 5, server="../x"))
     rig.backup_in_bucket("badlog.sql", f"{SERVER} mysql-bin.0011 4 {closed(10) + 5}\n")
+    rig.backup_in_bucket("badlineage.sql", position(11, "4", closed(10) + 5, lineage=("Team/../db", DATABASE)))
+    rig.backup_in_bucket("nonamespace.sql", position(11, "4", closed(10) + 5, lineage=("db", DATABASE)))
+    rig.backup_in_bucket("baddatabase.sql", position(11, "4", closed(10) + 5, lineage=(INSTANCE, "a;rm")))
     rig.backup_in_bucket("odd *.sql", position(11, "4", closed(10) + 7))
     rig.put(f"binlogs/{SERVER}/evil name.000010-{closed(10)}.zst", b"not a log\n")
     run = rig.run("fetch", POINT_IN_TIME=str(time_))
@@ -455,9 +472,9 @@ def test_the_newest_backup_before_the_time_is_chosen_and_odd_objects_are_not_wor
     assert f"chosen.sql (taken {utc(closed(7) + 30)}, at mysql-bin.000008:154 of server {SERVER})" in run.stdout
     assert (rig.backup / "chosen").read_text() == "chosen.sql\n"
     assert replay(rig) == ["154", *(log_name(n) for n in range(8, 14))]
-    for skipped in ("twolines.sql", "fields.sql", "badserver.sql", "badlog.sql"):
-        assert (f"objects: skipping {WHERE}/{skipped}.position.zst: not one line "
-                "'<server> <binlog file> <position> <epoch>'") in run.stderr
+    for skipped in ("twolines.sql", "fields.sql", "seven.sql", "badserver.sql", "badlog.sql",
+                    "badlineage.sql", "nonamespace.sql", "baddatabase.sql"):
+        assert f"objects: skipping {WHERE}/{skipped}.position.zst: not one line {POSITION_FORM}" in run.stderr
     assert (f"objects: skipping {WHERE}/odd *.sql.position.zst: a backup's name is letters, digits, "
             "'.', '_' and '-'") in run.stderr
     assert f"objects: skipping {WHERE}/binlogs/{SERVER}/evil name.000010-{closed(10)}.zst" in run.stderr
@@ -471,7 +488,7 @@ def test_no_backup_before_the_time_fails_clearly(rig: Rig) -> None:
     run = rig.run("fetch", POINT_IN_TIME=str(closed(9)))
     assert run.returncode == 1
     assert run.termination.strip() == (
-        f"no backup in {WHERE} was taken before {utc(closed(9))} with binary logs on "
+        f"no backup of database '{DATABASE}' in {WHERE} was taken before {utc(closed(9))} with binary logs on "
         "(spec.backup.pointInTime)")
 
 
@@ -479,6 +496,158 @@ def test_a_point_in_time_that_is_not_a_number_is_refused(rig: Rig) -> None:
     run = rig.run("fetch", POINT_IN_TIME="1715000000; rm -rf /")
     assert run.returncode == 1
     assert run.termination.strip() == "POINT_IN_TIME is seconds since the epoch, not '1715000000; rm -rf /'"
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("MYSQL_DATABASE", "", "MYSQL_DATABASE is the database restored to a point in time (letters, digits, '_', "
+                           "'-' or '$'), not ''"),
+    ("MYSQL_DATABASE", "a b", "MYSQL_DATABASE is the database restored to a point in time (letters, digits, '_', "
+                              "'-' or '$'), not 'a b'"),
+    ("MYSQL_INSTANCE", "db", "MYSQL_INSTANCE is the <namespace>/<name> of the instance restored to a point in time, "
+                             "not 'db'"),
+])
+def test_a_point_in_time_fetch_names_its_database_and_instance(rig: Rig, variable: str, value: str,
+                                                               message: str) -> None:
+    rig.backup_in_bucket("a.sql", position(8, "154", closed(7) + 30))
+    run = rig.run("fetch", POINT_IN_TIME=str(closed(12)), **{variable: value})
+    assert run.returncode == 1
+    assert run.termination.strip() == message
+
+
+# --- point-in-time fetch: the lineage of the backups in a shared prefix ---------------------
+
+# the server of the disaster-recovery copy: its own data directory, its own archived logs
+COPY_SERVER = "0a1b2c3d-0000-11ef-9f3a-0242ac120002"
+
+
+def copy_archive(rig: Rig, reach: int) -> None:
+    """The copy's archived logs .000001 to .000005 and its reach."""
+    rig.archive(range(1, 6), server=COPY_SERVER)
+    rig.put(f"binlogs/{COPY_SERVER}/reach", f"{reach}\n".encode(), packed=False)
+
+
+def test_the_instances_own_backup_is_chosen_over_a_newer_one_of_a_copy_on_its_prefix(rig: Rig) -> None:
+    """The original and a disaster-recovery copy (another <namespace>/<name>, another
+    server) share the prefix; the copy's backup is newer. The original's restore takes its
+    own backup and its own server's logs; the copy's restore takes the copy's."""
+    rig.archive(range(1, 16))
+    time_ = closed(12) + 10
+    copy_archive(rig, reach=time_ + 100)
+    rig.backup_in_bucket("orig.sql", position(8, "154", closed(7) + 30))
+    rig.backup_in_bucket("copy.sql", position(3, "4", closed(10) + 5, server=COPY_SERVER,
+                                              lineage=(COPY, DATABASE)))
+    run = rig.run("fetch", POINT_IN_TIME=str(time_))
+    assert run.returncode == 0, run.stderr
+    assert (rig.backup / "chosen").read_text() == "orig.sql\n"
+    assert (f"orig.sql (taken {utc(closed(7) + 30)}, at mysql-bin.000008:154 of server {SERVER}) is the newest "
+            f"backup of database '{DATABASE}' of this instance ({INSTANCE}) before {utc(time_)}") in run.stdout
+    assert replay(rig) == ["154", *(log_name(n) for n in range(8, 14))]
+    assert not any(COPY_SERVER in call for call in rig.calls() if call.startswith("cat"))
+
+    run = rig.run("fetch", POINT_IN_TIME=str(time_), MYSQL_INSTANCE=COPY)
+    assert run.returncode == 0, run.stderr
+    assert (rig.backup / "chosen").read_text() == "copy.sql\n"
+    assert f"of this instance ({COPY}) before" in run.stdout
+    assert replay(rig) == ["4", *(log_name(n) for n in range(3, 6))]
+
+
+def test_a_new_copy_without_a_backup_before_the_time_takes_the_one_other_instances(rig: Rig) -> None:
+    """A new instance on another instance's prefix (the disaster-recovery recipe) has no
+    backup of its own before the time (its own are later): it restores from the one other
+    instance that has, and says so."""
+    rig.archive(range(1, 16))
+    time_ = closed(12) + 10
+    rig.backup_in_bucket("orig.sql", position(8, "154", closed(7) + 30))
+    rig.backup_in_bucket("mine-later.sql", position(1, "4", closed(12) + 50, server=COPY_SERVER,
+                                                    lineage=(COPY, DATABASE)))
+    run = rig.run("fetch", POINT_IN_TIME=str(time_), MYSQL_INSTANCE=COPY)
+    assert run.returncode == 0, run.stderr
+    assert (rig.backup / "chosen").read_text() == "orig.sql\n"
+    assert (f"of database '{DATABASE}' of instance {INSTANCE} (this instance, {COPY}, has none before it) "
+            f"before {utc(time_)}") in run.stdout
+    assert replay(rig) == ["154", *(log_name(n) for n in range(8, 14))]
+
+
+def test_backups_of_several_other_instances_before_the_time_are_refused_naming_them(rig: Rig) -> None:
+    """Two other instances wrote backups of the database to the prefix before the time and
+    the restoring one none: which lineage to follow is the user's choice, not the newest
+    object's. The refusal names each instance with its newest backup before the time."""
+    rig.archive(range(1, 16))
+    copy_archive(rig, reach=closed(14))
+    rig.backup_in_bucket("orig-1.sql", position(5, "4", closed(4) + 30))
+    rig.backup_in_bucket("orig-2.sql", position(8, "154", closed(7) + 30))
+    rig.backup_in_bucket("copy-1.sql", position(3, "4", closed(10) + 5, server=COPY_SERVER,
+                                                lineage=(COPY, DATABASE)))
+    run = rig.run("fetch", POINT_IN_TIME=str(closed(12)), MYSQL_INSTANCE="third/db")
+    assert run.returncode == 1
+    assert run.termination.strip() == (
+        f"backups of database '{DATABASE}' in {WHERE} were taken before {utc(closed(12))} by several instances "
+        f"that share this prefix, and third/db itself has none before it: {COPY} (newest copy-1.sql), "
+        f"{INSTANCE} (newest orig-2.sql); a point in time is restored from the backups and binary logs of one "
+        "instance only: restore one of these backups by its file name instead (spec.restore_from: <file>.sql; "
+        "no binary logs are replayed), or from a prefix that one instance alone writes to")
+    assert not (rig.backup / "chosen").exists()
+    assert not (rig.backup / "binlogs").exists()
+
+
+def test_only_backups_of_the_restores_database_are_chosen(rig: Rig) -> None:
+    """An instance re-created with another spec.database on the same prefix: the newer
+    backups of the old database are not chosen; with none of the new one, the refusal names
+    the databases there are."""
+    rig.archive(range(1, 16))
+    time_ = closed(12) + 10
+    rig.backup_in_bucket("new-db.sql", position(5, "4", closed(4) + 30))
+    rig.backup_in_bucket("old-db.sql", position(8, "154", closed(7) + 30, lineage=(INSTANCE, "old")))
+    rig.backup_in_bucket("old-db-copy.sql", position(9, "4", closed(8) + 30, lineage=(COPY, "old")))
+    run = rig.run("fetch", POINT_IN_TIME=str(time_))
+    assert run.returncode == 0, run.stderr
+    assert (rig.backup / "chosen").read_text() == "new-db.sql\n"
+    assert replay(rig) == ["4", *(log_name(n) for n in range(5, 14))]
+
+    (rig.bucket / "new-db.sql.position.zst").unlink()
+    run = rig.run("fetch", POINT_IN_TIME=str(time_))
+    assert run.returncode == 1
+    assert run.termination.strip() == (
+        f"no backup of database '{DATABASE}' in {WHERE} was taken before {utc(time_)} with binary logs on "
+        "(spec.backup.pointInTime); backups of other databases were taken before it (old): a point in time "
+        "restores the database of the same name")
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_a_position_of_unknown_lineage_is_chosen_only_when_none_of_a_known_one_qualifies(
+        rig: Rig, known: bool) -> None:
+    """A position of four fields (its lineage unknown: a backup of an older operator), newer
+    than the instance's own: the instance's is chosen; without it, the old one is, and the
+    log says its lineage is unknown."""
+    rig.archive(range(1, 16))
+    time_ = closed(12) + 10
+    rig.backup_in_bucket("old-form.sql", position(9, "4", closed(8) + 30, lineage=None))
+    if known:
+        rig.backup_in_bucket("own.sql", position(8, "154", closed(7) + 30))
+    run = rig.run("fetch", POINT_IN_TIME=str(time_))
+    assert run.returncode == 0, run.stderr
+    if known:
+        assert (rig.backup / "chosen").read_text() == "own.sql\n"
+        assert replay(rig) == ["154", *(log_name(n) for n in range(8, 14))]
+    else:
+        assert (rig.backup / "chosen").read_text() == "old-form.sql\n"
+        assert "whose position names no instance or database (its lineage unknown)" in run.stdout
+        assert replay(rig) == ["4", *(log_name(n) for n in range(9, 14))]
+
+
+def test_encrypted_positions_without_a_key_are_named_when_nothing_is_chosen(rig: Rig) -> None:
+    """No key given (no /keys/identity) and the positions are .age objects: the refusal says
+    so, not only that no backup was taken before the time."""
+    rig.archive(range(1, 12))
+    for name in ("a.sql", "b.sql"):
+        rig.put(f"{name}.zst.age", b"age-encryption.org/v1 ...", packed=False)
+        rig.put(f"{name}.position.zst.age", b"age-encryption.org/v1 ...", packed=False)
+    run = rig.run("fetch", POINT_IN_TIME=str(closed(11)))
+    assert run.returncode == 1
+    assert run.termination.strip() == (
+        f"no backup of database '{DATABASE}' in {WHERE} was taken before {utc(closed(11))} with binary logs on "
+        "(spec.backup.pointInTime); 2 position objects there are encrypted (.age) and "
+        "spec.backup.encryptionSecret names no key to read them")
 
 
 # --- ship: the read-back, the archive's state -----------------------------------------------
@@ -533,11 +702,28 @@ def test_figures_that_do_not_read_back_fail_the_ship_and_leave_no_dump(rig: Rig)
     assert not (rig.bucket / "x.sql.zst.partial").exists()
 
 
-def test_a_malformed_position_file_fails_the_ship_clearly(rig: Rig) -> None:
-    run = rig.ship(b"x\n" + TRAILER, position=f"{SERVER} mysql-bin.000008 154\n")
+@pytest.mark.parametrize("written", [
+    f"{SERVER} mysql-bin.000008 154\n",
+    f"{SERVER} mysql-bin.000008 154 {T0} {INSTANCE}\n",
+    f"{SERVER} mysql-bin.000008 154 {T0} {INSTANCE} {DATABASE} extra\n",
+    f"{SERVER} mysql-bin.000008 154 {T0} $(id) {DATABASE}\n",
+    f"{SERVER} mysql-bin.000008 154 {T0} {INSTANCE} `id`\n",
+])
+def test_a_malformed_position_file_fails_the_ship_clearly(rig: Rig, written: str) -> None:
+    run = rig.ship(b"x\n" + TRAILER, position=written)
     assert run.returncode == 1
-    assert run.termination.strip().startswith(f"{rig.backup}/x.sql.position is not one line")
+    assert run.termination.strip() == (f"{rig.backup}/x.sql.position is not one line {POSITION_FORM}: nothing of it "
+                                       f"was shipped to {WHERE}")
     assert not (rig.bucket / "x.sql.position.zst").exists()
+
+
+def test_a_position_without_its_lineage_is_still_shipped(rig: Rig) -> None:
+    """A position of four fields (a Job without MYSQL_INSTANCE) is shipped as it is (its
+    lineage unknown to a later point-in-time fetch)."""
+    rig.archive(range(1, 13))
+    run = rig.ship(b"x\n" + TRAILER, position=position(8, "154", closed(7) + 30, lineage=None))
+    assert run.returncode == 0, run.stderr
+    assert rig.read("x.sql.position.zst") == position(8, "154", closed(7) + 30, lineage=None).encode()
 
 
 # --- a TERM at the Job's deadline -------------------------------------------------------------
@@ -678,3 +864,47 @@ def test_with_a_key_a_log_archived_both_ways_is_fetched_encrypted(rig: Rig) -> N
     assert replay(rig) == ["4", *(log_name(n) for n in range(9, 13))]
     for n in range(9, 13):
         assert (rig.backup / "binlogs" / log_name(n)).read_text() == f"log {n}\n"
+
+
+def test_a_wrong_key_is_named_as_why_no_backup_was_chosen(rig: Rig) -> None:
+    """Positions encrypted to another key than the one given: the refusal counts those that
+    do not decrypt and names the key (spec.backup.encryptionSecret) as the reason, rather than
+    saying that no backup was taken before the time; a position not encrypted is counted too."""
+    with_key(rig)
+    other = rig.base / "other-identity"
+    subprocess.run(["age-keygen", "-o", str(other)], check=True, capture_output=True)
+    rig.archive(range(1, 12))
+    for name, n in (("a.sql", 5), ("b.sql", 8)):
+        (rig.bucket / f"{name}.position.zst.age").write_bytes(
+            encrypted(other, position(n, "4", closed(n - 1) + 1).encode()))
+    rig.put("c.sql.position.zst", position(9, "4", closed(8) + 1).encode())
+    run = rig.run("fetch", POINT_IN_TIME=str(closed(11)))
+    assert run.returncode == 1
+    assert run.termination.strip() == (
+        f"no backup in {WHERE} before {utc(closed(11))} could be chosen: 2 of its position objects do not "
+        "decrypt with the age key of spec.backup.encryptionSecret (not the key the backups were encrypted to?); "
+        "1 position objects there are not encrypted (taken before spec.backup.encryptionSecret was set) and are "
+        "not read with a key")
+    for name in ("a.sql", "b.sql"):
+        assert (f"objects: skipping {WHERE}/{name}.position.zst.age: it does not decrypt with the key of "
+                "spec.backup.encryptionSecret") in run.stderr
+
+
+def test_a_position_that_does_not_decrypt_is_warned_of_when_another_is_chosen(rig: Rig) -> None:
+    """One position encrypted to another key, one to the key given: the one that decrypts is
+    chosen, and the log says how many were not considered."""
+    identity = with_key(rig)
+    other = rig.base / "other-identity"
+    subprocess.run(["age-keygen", "-o", str(other)], check=True, capture_output=True)
+    for n in range(1, 14):
+        rig.put(f"binlogs/{SERVER}/{log_name(n)}-{closed(n)}.zst.age", encrypted(identity, f"log {n}\n".encode()),
+                packed=False)
+    rig.put("a.sql.zst.age", encrypted(identity, b"dump\n" + TRAILER), packed=False)
+    rig.put("a.sql.figures.zst.age", encrypted(identity, b"db.t\t1\tc\n"), packed=False)
+    rig.put("a.sql.position.zst.age", encrypted(identity, position(9, "4", closed(8) + 1).encode()), packed=False)
+    rig.put("b.sql.position.zst.age", encrypted(other, position(10, "4", closed(9) + 1).encode()), packed=False)
+    run = rig.run("fetch", POINT_IN_TIME=str(closed(11) + 1))
+    assert run.returncode == 0, run.stderr
+    assert (rig.backup / "chosen").read_text() == "a.sql\n"
+    assert f"objects: 1 position objects in {WHERE} do not decrypt with the key: none of them was considered" \
+        in run.stderr

@@ -2,13 +2,15 @@
 # <Job name>.sql, the Job's name from $JOB_NAME), with /backup/$BACKUP_FILE.figures: the
 # per-table row counts and checksums ($FIGURES_SQL) of the very snapshot the dump holds.
 # With the server's binary logs archived (spec.backup.pointInTime), also
-# /backup/$BACKUP_FILE.position: where that snapshot is in the binary logs.
-# Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE, CONNECT_TIMEOUT, FIGURES_SQL, BACKUP_FILE or
-# JOB_NAME, OPERATOR_SCHEMA (default mysql_operator), LOCK_WAIT and LOCK_TRIES (the lock's
-# wait a try, default 5 s, and its tries, default 60), GUARD_WAIT (the wait for another
-# backup of the server, default 600 s), and MYSQL_PWD (the password travels in the
-# environment only). The dump has no
-# CREATE DATABASE/USE, so the restore loads it into whatever database it is given.
+# /backup/$BACKUP_FILE.position: where that snapshot is in the binary logs, and the backup's
+# lineage (MYSQL_INSTANCE, the instance's <namespace>/<name>, and MYSQL_DATABASE): a
+# point-in-time restore chooses among the backups of one instance and database.
+# Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE, MYSQL_INSTANCE, CONNECT_TIMEOUT, FIGURES_SQL,
+# BACKUP_FILE or JOB_NAME, OPERATOR_SCHEMA (default mysql_operator), LOCK_WAIT and
+# LOCK_TRIES (the lock's wait a try, default 5 s, and its tries, default 60), GUARD_WAIT (the
+# wait for another backup of the server, default 600 s), and MYSQL_PWD (the password travels
+# in the environment only). The dump has no CREATE DATABASE/USE, so the restore loads it
+# into whatever database it is given.
 #
 # One snapshot for both: under a lock that holds back commits to the database (take says
 # which, per server), a session opens its consistent snapshot and mysqldump
@@ -188,9 +190,10 @@ take() {
     fail "could not open the snapshot: $(tail -n 3 "$d/figures.err")"
   }
   snapshot_id=$(sed -n 's/^snapshot //p' "$d/figures.out")
-  # Where the snapshot is in the binary logs: "<server> <log> <position> <time>", for
-  # point-in-time recovery (the server's logs are archived as <server> when
-  # $OPERATOR_SCHEMA.binlog_archive names it). MySQL 8.4+ has only SHOW BINARY LOG STATUS.
+  # Where the snapshot is in the binary logs: "<server> <log> <position> <time> <namespace>/<name>
+  # <database>", for point-in-time recovery (the server's logs are archived as <server> when
+  # $OPERATOR_SCHEMA.binlog_archive names it); without MYSQL_INSTANCE the first four fields
+  # alone (lineage unknown). MySQL 8.4+ has only SHOW BINARY LOG STATUS.
   rm -f "$position_tmp"
   server=$(client -N -B -e "SELECT server FROM \`${OPERATOR_SCHEMA:-mysql_operator}\`.binlog_archive WHERE id = 1" 2>/dev/null || true)
   if [ -n "$server" ]; then
@@ -203,7 +206,9 @@ take() {
       log=$(printf '%s\n' "$status" | head -n 1 | cut -f1)
       at=$(printf '%s\n' "$status" | head -n 1 | cut -f2)
     fi
-    [ -z "$log" ] || [ -z "$at" ] || printf '%s %s %s %s\n' "$server" "$log" "$at" "$(date +%s)" > "$position_tmp"
+    lineage=''
+    [ -z "${MYSQL_INSTANCE:-}" ] || lineage=" $MYSQL_INSTANCE $MYSQL_DATABASE"
+    [ -z "$log" ] || [ -z "$at" ] || printf '%s %s %s %s%s\n' "$server" "$log" "$at" "$(date +%s)" "$lineage" > "$position_tmp"
   fi
 
   set -- --single-transaction --routines --triggers

@@ -24,8 +24,10 @@
 # then the partial object is removed.
 #
 # A backup taken with binary logs on has a third file, $BACKUP_FILE.position ("<server>
-# <binlog file> <position> <epoch>": where its snapshot is in the server's binary logs),
-# shipped, read back and fetched like the figures.
+# <binlog file> <position> <epoch> <namespace>/<name> <database>": where its snapshot is in
+# the server's binary logs, and its lineage: the instance that took it and the database it
+# holds), shipped, read back and fetched like the figures. A position of the first four fields
+# alone is read too, its lineage unknown.
 #
 # `archive` (a sidecar of the server's pod, the data volume at /var/lib/mysql, read-only)
 # ships every closed binary log of mysql-bin.index as
@@ -36,11 +38,19 @@
 # holds new events; /archive/quiet names the log it found without new events, and when).
 #
 # `fetch` with POINT_IN_TIME (seconds since the epoch; every event before it is wanted)
-# instead of BACKUP_FILE fetches the newest backup whose position is before that time, and
-# every archived binary log from its position to the log closed after it into
+# instead of BACKUP_FILE fetches the newest backup of one lineage whose position is before
+# that time, and every archived binary log from its position to the log closed after it into
 # /backup/binlogs, listed in order in /backup/binlogs/replay (first line: the start
 # position). A missing log between them (a gap) or an archive that does not reach the time
 # fails the fetch, naming what is missing.
+# The lineage: instances that share a prefix (a disaster-recovery copy given the original's)
+# each write their own backups there, and a point in time is restored from one instance's
+# backups and logs only. Only backups of the restore's database (MYSQL_DATABASE) count; among
+# them the restoring instance's own (MYSQL_INSTANCE, <namespace>/<name>); if it has none
+# before the time (a new copy), those of the one other instance that has; backups of several
+# other instances are refused, naming them. Positions of unknown lineage (four fields) are
+# chosen from only when no backup of a known lineage qualifies. A position that does not
+# decrypt is counted, and named as the reason when nothing could be chosen.
 #
 # What the bucket holds is read as data, never as words of the shell: an object name or a
 # position that is not of the expected form (names of letters, digits, '.', '_' and '-',
@@ -48,7 +58,8 @@
 # leading zeros: busybox's sh, awk and printf read 000010 as octal (8).
 #
 # Env: MODE (ship, fetch, prune or archive), BACKUP_FILE (or JOB_NAME: <JOB_NAME>.sql; FILES
-# for prune), S3_BUCKET, S3_PREFIX, and rclone's own settings of its S3 backend
+# for prune; POINT_IN_TIME, MYSQL_DATABASE and MYSQL_INSTANCE for a fetch to a point in
+# time), S3_BUCKET, S3_PREFIX, and rclone's own settings of its S3 backend
 # (RCLONE_S3_ENDPOINT, RCLONE_S3_REGION, RCLONE_S3_ACCESS_KEY_ID and RCLONE_S3_SECRET_ACCESS_KEY
 # from the credentials Secret, RCLONE_NO_CHECK_CERTIFICATE, ...). The directories are the
 # images' mounts unless set (the unit tests run the script elsewhere): BACKUP_DIR (/backup),
@@ -126,6 +137,16 @@ pack() {
 unpack() {
   if [ -f "$identity" ]; then age -d -i "$identity" | zstd -q -d -c; else zstd -q -d -c; fi
 }
+# object file $1 unpacked into file $2, each step checked: returns 2 when it does not decrypt
+# with the key (a pipeline's status would be zstd's alone), 1 when it does not decompress
+unpack_to() {
+  if [ -f "$identity" ]; then
+    age -d -i "$identity" < "$1" > "$work/decrypted" 2> /dev/null || return 2
+    zstd -q -d -c < "$work/decrypted" > "$2" 2> /dev/null || return 1
+  else
+    zstd -q -d -c < "$1" > "$2" 2> /dev/null || return 1
+  fi
+}
 digest() { sha256sum | cut -d' ' -f1; }
 # local file $1 as object $2 (packed), read back: fails the script when it cannot be
 # written or read, returns 1 when it does not decrypt and decompress to the file's bytes
@@ -158,14 +179,35 @@ decimal() {
   set -- "$(printf '%s\n' "$1" | sed 's/^0*\([0-9]\)/\1/')"
   [ "${#1}" -le 18 ] && printf '%s\n' "$1"
 }
+# whether $1 is an instance's <namespace>/<name>: two DNS labels (lowercase letters, digits
+# and inner '-')
+is_lineage() {
+  case $1 in */*/*|-*|*/-*|*-/*|*-|*[!a-z0-9/-]*) return 1 ;; [a-z0-9]*/[a-z0-9]*) ;; *) return 1 ;; esac
+  [ "${#1}" -le 127 ]
+}
+# whether $1 is a database's name as spec.database admits it: 1 to 64 letters, digits, '_',
+# '-' or '$'
+is_database() {
+  case $1 in ''|*[!A-Za-z0-9_\$-]*) return 1 ;; esac
+  [ "${#1}" -le 64 ]
+}
+POSITION_FORM="'<server> <binlog file> <position> <epoch> [<namespace>/<name> <database>]'"
 # reads the position file $1 into pos_server, pos_log, pos_offset and pos_taken (the numbers
-# without their leading zeros): one line of exactly "<server> <binlog file> <position>
-# <epoch>", each field checked; fails for anything else
+# without their leading zeros), pos_lineage and pos_database: one line of exactly "<server>
+# <binlog file> <position> <epoch> <namespace>/<name> <database>", or of its first four
+# fields (pos_lineage is then "unknown", which no <namespace>/<name> is, and pos_database
+# "-"), each field checked; fails for anything else
 read_position() {
   [ "$(grep -c '' "$1")" = 1 ] || return 1
-  pos_rest=''
-  IFS=' ' read -r pos_server pos_log pos_offset pos_taken pos_rest < "$1" || [ -n "${pos_server:-}" ] || return 1
+  pos_rest='' pos_lineage='' pos_database=''
+  IFS=' ' read -r pos_server pos_log pos_offset pos_taken pos_lineage pos_database pos_rest < "$1" \
+    || [ -n "${pos_server:-}" ] || return 1
   [ -z "$pos_rest" ] && is_name "$pos_server" && is_log "$pos_log" || return 1
+  if [ -n "$pos_lineage" ]; then
+    is_lineage "$pos_lineage" && is_database "$pos_database" || return 1
+  else
+    pos_lineage=unknown pos_database=-
+  fi
   pos_offset=$(decimal "$pos_offset") && pos_taken=$(decimal "$pos_taken")
 }
 
@@ -330,7 +372,7 @@ case "$MODE" in
     if [ -f "$BACKUP_DIR/$BACKUP_FILE.position" ]; then
       f=$BACKUP_FILE.position
       read_position "$BACKUP_DIR/$f" \
-        || fail "$BACKUP_DIR/$f is not one line '<server> <binlog file> <position> <epoch>': nothing of it was shipped to $where"
+        || fail "$BACKUP_DIR/$f is not one line $POSITION_FORM: nothing of it was shipped to $where"
       # a position that does not read back is not left for a point-in-time fetch to choose
       if ! put "$BACKUP_DIR/$f" "$f$ext"; then
         rc deletefile "$remote/$f$ext" || true
@@ -344,32 +386,97 @@ case "$MODE" in
     if [ -n "${POINT_IN_TIME:-}" ]; then
       before=$(decimal "$POINT_IN_TIME") || fail "POINT_IN_TIME is seconds since the epoch, not '$POINT_IN_TIME'"
       at=$(utc "$before")
-      # the positions of the backups in the bucket, checked field by field: the newest
-      # taken before the time
+      database=${MYSQL_DATABASE:-} instance=${MYSQL_INSTANCE:-}
+      is_database "$database" \
+        || fail "MYSQL_DATABASE is the database restored to a point in time (letters, digits, '_', '-' or '\$'), not '$database'"
+      is_lineage "$instance" \
+        || fail "MYSQL_INSTANCE is the <namespace>/<name> of the instance restored to a point in time, not '$instance'"
+      # the objects of the other kind (encrypted without a key given, or not encrypted with one)
+      other=.zst.age
+      [ ! -f "$identity" ] || other=.zst
+      # the positions of the backups in the bucket, checked field by field, as "<server> <log>
+      # <offset> <epoch> <file> <lineage> <database>" lines; those that cannot be read, do not
+      # decrypt or are of the other kind are counted for the message when none is chosen
       rc lsf "$remote" > "$work/list" || fail "could not list $where: $(said)"
       : > "$work/positions"
+      unread=0 undecrypted=0 undecompressed=0 otherkind=0
       while IFS= read -r object; do
-        case $object in *".sql.position$ext") ;; *) continue ;; esac
+        case $object in
+          *".sql.position$ext") ;;
+          *".sql.position$other") otherkind=$((otherkind + 1)); continue ;;
+          *) continue ;;
+        esac
         name=${object%".position$ext"}
         if ! is_name "$name"; then
           warn "skipping $where/$object: a backup's name is letters, digits, '.', '_' and '-'"
           continue
         fi
-        if ! rc cat "$remote/$object" > "$work/object" || ! unpack < "$work/object" > "$work/position"; then
-          warn "skipping $where/$object: it does not read, decrypt and decompress"
+        if ! rc cat "$remote/$object" > "$work/object"; then
+          warn "skipping $where/$object: it could not be read: $(said)"
+          unread=$((unread + 1))
           continue
         fi
+        unpacked=0
+        unpack_to "$work/object" "$work/position" || unpacked=$?
+        case $unpacked in
+          2) warn "skipping $where/$object: it does not decrypt with the key of spec.backup.encryptionSecret"
+             undecrypted=$((undecrypted + 1)); continue ;;
+          1) warn "skipping $where/$object: it does not decompress"
+             undecompressed=$((undecompressed + 1)); continue ;;
+        esac
         if ! read_position "$work/position"; then
-          warn "skipping $where/$object: not one line '<server> <binlog file> <position> <epoch>'"
+          warn "skipping $where/$object: not one line $POSITION_FORM"
           continue
         fi
-        printf '%s %s %s %s %s\n' "$pos_server" "$pos_log" "$pos_offset" "$pos_taken" "$name" >> "$work/positions"
+        printf '%s %s %s %s %s %s %s\n' "$pos_server" "$pos_log" "$pos_offset" "$pos_taken" "$name" \
+          "$pos_lineage" "$pos_database" >> "$work/positions"
       done < "$work/list"
-      awk -v t="$before" '$4 < t' "$work/positions" | sort -k4,4n | tail -n 1 > "$work/chosen"
-      [ -s "$work/chosen" ] || fail "no backup in $where was taken before $at with binary logs on (spec.backup.pointInTime)"
-      # five words without spaces, each checked above
-      IFS=' ' read -r id start position taken BACKUP_FILE < "$work/chosen"
-      echo "objects: $BACKUP_FILE (taken $(utc "$taken"), at $start:$position of server $id) is the newest backup before $at"
+      # The lineage: the restore's database only; this instance's backups, else those of the
+      # one other instance that has backups before the time, else those of unknown lineage.
+      # (Every field is a checked word without spaces; awk -v reads no backslash in them.)
+      awk -v t="$before" '$4 < t' "$work/positions" > "$work/before"
+      awk -v db="$database" '$6 != "unknown" && $7 == db' "$work/before" > "$work/database"
+      awk -v me="$instance" '$6 == me' "$work/database" > "$work/candidates"
+      lineage=$instance
+      if [ ! -s "$work/candidates" ]; then
+        # each other instance with its newest backup before the time
+        sort -k4,4n "$work/database" | awk '{ newest[$6] = $5 } END { for (l in newest) print l, newest[l] }' \
+          | sort > "$work/lineages"
+        case $(grep -c '' "$work/lineages") in
+          0) awk '$6 == "unknown"' "$work/before" > "$work/candidates"; lineage=unknown ;;
+          1) cp "$work/database" "$work/candidates"; lineage=$(cut -d' ' -f1 "$work/lineages") ;;
+          *) fail "backups of database '$database' in $where were taken before $at by several instances that share this prefix, and $instance itself has none before it: $(awk '{ printf "%s%s (newest %s)", (NR > 1 ? ", " : ""), $1, $2 }' "$work/lineages"); a point in time is restored from the backups and binary logs of one instance only: restore one of these backups by its file name instead (spec.restore_from: <file>.sql; no binary logs are replayed), or from a prefix that one instance alone writes to" ;;
+        esac
+      fi
+      sort -k4,4n "$work/candidates" | tail -n 1 > "$work/chosen"
+      if [ ! -s "$work/chosen" ]; then
+        why="no backup of database '$database' in $where was taken before $at with binary logs on (spec.backup.pointInTime)"
+        [ "$undecrypted" = 0 ] \
+          || why="no backup in $where before $at could be chosen: $undecrypted of its position objects do not decrypt with the age key of spec.backup.encryptionSecret (not the key the backups were encrypted to?)"
+        if [ "$otherkind" != 0 ]; then
+          if [ "$other" = .zst.age ]; then
+            why="$why; $otherkind position objects there are encrypted (.age) and spec.backup.encryptionSecret names no key to read them"
+          else
+            why="$why; $otherkind position objects there are not encrypted (taken before spec.backup.encryptionSecret was set) and are not read with a key"
+          fi
+        fi
+        [ "$undecompressed" = 0 ] || why="$why; $undecompressed position objects do not decompress"
+        [ "$unread" = 0 ] || why="$why; $unread position objects could not be read"
+        others=$(awk -v db="$database" '$6 != "unknown" && $7 != db { print $7 }' "$work/before" | sort -u \
+          | awk '{ printf "%s%s", (NR > 1 ? ", " : ""), $1 }')
+        [ -z "$others" ] || why="$why; backups of other databases were taken before it ($others): a point in time restores the database of the same name"
+        fail "$why"
+      fi
+      # seven words without spaces, each checked above
+      IFS=' ' read -r id start position taken BACKUP_FILE lineage_chosen _ < "$work/chosen"
+      case $lineage in
+        "$instance") whose="of this instance ($instance)" ;;
+        unknown) whose="whose position names no instance or database (its lineage unknown)" ;;
+        *) whose="of instance $lineage_chosen (this instance, $instance, has none before it)" ;;
+      esac
+      echo "objects: $BACKUP_FILE (taken $(utc "$taken"), at $start:$position of server $id) is the newest backup of database '$database' $whose before $at"
+      [ "$undecrypted" = 0 ] \
+        || warn "$undecrypted position objects in $where do not decrypt with the key: none of them was considered"
       archived "$id" > "$work/archived" || fail "could not list $where/binlogs/$id: $(said)"
       mkdir -p "$BACKUP_DIR/binlogs"
       echo "$position" > "$BACKUP_DIR/binlogs/replay.partial"

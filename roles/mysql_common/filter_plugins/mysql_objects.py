@@ -59,8 +59,9 @@ def _first(spec: dict[str, Any], names: tuple[str, ...]) -> Any:
 def backup_target(backup: Any, namespace: str, name: str) -> dict[str, Any]:
     """The bucket an instance's backups go to, {} for the backup volume alone: endpoint,
     bucket, prefix (default <namespace>/<name>, without slashes at either end), region
-    (default us-east-1), credentials_secret, insecure (skip TLS verification) and
-    encryption_secret ('' when backups are not encrypted)."""
+    (default us-east-1), credentials_secret, insecure (skip TLS verification),
+    encryption_secret ('' when backups are not encrypted) and instance, <namespace>/<name>:
+    the lineage a point-in-time fetch prefers (the instance's own backups in the prefix)."""
     if not isinstance(backup, dict):
         return {}
     s3 = backup.get("s3")
@@ -82,6 +83,7 @@ def backup_target(backup: Any, namespace: str, name: str) -> dict[str, Any]:
         "encryption_secret": str(_first(backup, _ENCRYPTION) or ""),
         "url": f"s3://{values['bucket']}/{prefix}",
         "archive_seconds": archive_seconds,
+        "instance": f"{namespace}/{name}",
     }
 
 
@@ -102,14 +104,21 @@ def point_in_time(value: Any) -> dict[str, Any]:
 
 def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positional
         target: dict[str, Any], mode: str, backup_file: Any, image: str,
-        security_context: dict[str, Any], pull_policy: str = "IfNotPresent") -> dict[str, Any]:
+        security_context: dict[str, Any], pull_policy: str = "IfNotPresent",
+        database: Any = "") -> dict[str, Any]:
     """The container that runs files/objects.sh in MODE (ship, fetch or prune) for
     BACKUP_FILE (for prune, a list of files), the backup volume at /backup. An empty
-    BACKUP_FILE is <the Job's name>.sql, as backup.sh names a scheduled backup."""
+    BACKUP_FILE is <the Job's name>.sql, as backup.sh names a scheduled backup. A fetch for a
+    point in time also gets the restore's ``database`` (MYSQL_DATABASE) and the restoring
+    instance (MYSQL_INSTANCE, <namespace>/<name>): it chooses among the backups of that
+    database, the instance's own first."""
     file_env: dict[str, Any] = {"name": "BACKUP_FILE", "value": str(backup_file or "")}
+    lineage: list[dict[str, Any]] = []
     when = point_in_time(backup_file)
     if when:
         file_env = {"name": "POINT_IN_TIME", "value": str(when["until"])}
+        lineage = [{"name": "MYSQL_DATABASE", "value": str(database or "")},
+                   {"name": "MYSQL_INSTANCE", "value": str(target.get("instance", ""))}]
     elif mode == "prune":
         file_env = {"name": "FILES", "value": "\n".join(backup_file or [])}
     elif not backup_file:
@@ -119,6 +128,7 @@ def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positio
     env = [
         {"name": "MODE", "value": mode},
         file_env,
+        *lineage,
         {"name": "S3_BUCKET", "value": target["bucket"]},
         {"name": "S3_PREFIX", "value": target["prefix"]},
         {"name": "RCLONE_S3_PROVIDER", "value": "Other"},
