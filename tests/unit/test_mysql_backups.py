@@ -194,3 +194,17 @@ def test_without_archiving_the_condition_is_left_out_or_turned_off() -> None:
     had = [{"type": "Ready", "status": "True"}, {"type": "Archived", "status": "True"}]
     [off] = backups.archive_condition({}, url="", archiving=False, previous_conditions=had)
     assert (off["status"], off["reason"]) == ("False", "Off")
+
+
+def test_latest_is_not_loaded_into_another_database() -> None:
+    """An instance re-created with another spec.database: the backup claim's latest backup
+    holds the old one, and a dump names no database (it would load under the new name)."""
+    annotation, claim = "otus.homework/latest-backup", "db-backup"
+    assert backups.latest_backup_problem("otus-1.sql", "otus", "shop", claim, annotation) == (
+        "latest is backup 'otus-1.sql' (otus.homework/latest-backup of the backup volume claim db-backup), which "
+        "holds database 'otus', not spec.database 'shop': set spec.database to 'otus' to restore it, or "
+        "spec.restore_from to none to start empty")
+    # the same database; a claim from before the database was recorded; no latest backup
+    assert backups.latest_backup_problem("otus-1.sql", "otus", "otus", claim, annotation) == ""
+    assert backups.latest_backup_problem("otus-1.sql", "", "shop", claim, annotation) == ""
+    assert backups.latest_backup_problem("", "otus", "shop", claim, annotation) == ""

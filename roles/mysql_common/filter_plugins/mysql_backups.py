@@ -1,7 +1,8 @@
 """Filters over an instance's backups (MySQLBackup records), for the mysql role (its status
 and schedule) and the mysql_backup role (verification, retention): the records newest first
 as retention sees them (`mysql_backup_by_age`), the one to name the latest
-(`mysql_backup_latest`), those retention removes (`mysql_backup_excess`), the backup part of
+(`mysql_backup_latest`), whether a new data volume may load it into spec.database
+(`mysql_latest_backup_problem`), those retention removes (`mysql_backup_excess`), the backup part of
 an instance's status (`mysql_backup_status`), the instance's Archived condition from it
 (`mysql_archive_condition`), a record's Verified condition
 (`mysql_backup_verified_condition`) and when a cron schedule fires next (`mysql_cron_next`).
@@ -263,6 +264,21 @@ def cron_next(schedule: Any, after: Any) -> str:
     return ""
 
 
+def latest_backup_problem(latest: Any, latest_database: Any, database: Any, claim: str,
+                          annotation: str) -> str:
+    """'' unless the latest backup (file ``latest``, the backup claim's ``annotation``) is
+    known to hold another database than ``database`` (spec.database): then why a new data
+    volume does not load it, and what to set instead. A dump names no database, so it would
+    be loaded under the new name. A claim that does not name the latest backup's database
+    (``latest_database`` '') is trusted."""
+    if not latest or not latest_database or str(latest_database) == str(database):
+        return ""
+    return (f"latest is backup '{latest}' ({annotation} of the backup volume claim {claim}),"
+            f" which holds database '{latest_database}', not spec.database '{database}': set"
+            f" spec.database to '{latest_database}' to restore it, or spec.restore_from to none to"
+            " start empty")
+
+
 class FilterModule:
     """Ansible filter plugin entry point."""
 
@@ -271,6 +287,7 @@ class FilterModule:
             "mysql_backup_by_age": by_age,
             "mysql_backup_excess": excess,
             "mysql_backup_latest": latest,
+            "mysql_latest_backup_problem": latest_backup_problem,
             "mysql_backup_status": backup_status,
             "mysql_archive_condition": archive_condition,
             "mysql_backup_verified_condition": verified_condition,
