@@ -1,10 +1,14 @@
-"""mysql_common's filter_plugins/mysql_objects.py: the bucket a spec names, and the
-container and volumes that ship a backup there or fetch it back."""
+"""mysql_common's filter_plugins/mysql_objects.py: the bucket a spec names, the Secrets it
+needs, the container and volumes that ship a backup there or fetch it back, and the point in
+time a restore names."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests import sources
 
@@ -140,3 +144,82 @@ def test_a_point_in_time_fetch_gets_the_restores_database_and_instance() -> None
     for mode, file in (("fetch", "x.sql"), ("ship", "x.sql"), ("ship", "")):
         env = env_of(objects.objects_container(target, mode, file, "tools", SECURITY, database="app"))
         assert "MYSQL_DATABASE" not in env and "MYSQL_INSTANCE" not in env
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ("2026-02-30T12:00:00Z", "day is out of range for month"),
+    ("2026-13-01T12:00:00Z", "month must be in 1..12"),
+    ("2026-11-27T24:00:00Z", "hour must be in 0..23"),
+    ("2026-12-31T23:59:60Z", "second must be in 0..59"),
+    ("2026-11-27T16:04:05+24:00", "the offset +24:00 is not one: hours 00 to 23, minutes 00 to 59"),
+    ("2026-11-27T16:04:05+02:60", "the offset +02:60 is not one"),
+    ("9999-12-31T23:59:59Z", "out of the range of dates, years 1 to 9999 in UTC"),
+    ("0001-01-01T00:30:00+01:00", "out of the range of dates"),
+])
+def test_a_time_of_the_right_shape_that_does_not_exist_is_a_problem_naming_the_field(value: str,
+                                                                                    reason: str) -> None:
+    """The CRD's pattern admits it; the filter neither raises (a ValueError ended the run)
+    nor takes it for a point in time, and the problem names the field."""
+    assert objects.point_in_time(value) == {}
+    problem = objects.point_in_time_problem(value, "spec.restore_from")
+    assert problem.startswith(f"spec.restore_from: '{value}' is not a time that exists (")
+    assert reason in problem and problem.endswith("; a point in time is RFC 3339, 2026-11-27T16:04:05Z.")
+    assert objects.point_in_time_problem(value, "spec.pointInTime").startswith("spec.pointInTime: ")
+    target = objects.backup_target({"s3": {"endpoint": "http://e", "bucket": "b", "credentialsSecret": "c"}}, "n", "d")
+    assert "POINT_IN_TIME" not in env_of(objects.objects_container(target, "fetch", value, "tools", SECURITY))
+
+
+def test_a_time_that_exists_or_no_time_at_all_is_no_problem_of_this_filter() -> None:
+    for value in ("2028-02-29T23:59:59Z", "2026-11-27T18:04:05.250+02:00", "latest", "bk-1", "x.sql", "", None):
+        assert objects.point_in_time_problem(value, "spec.restore_from") == ""
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+CREDENTIALS = {"data": {"AWS_ACCESS_KEY_ID": b64("id"), "AWS_SECRET_ACCESS_KEY": b64("secret")}}
+IDENTITY = {"data": {"identity": b64("# created: 2026-01-01\n# public key: age1x\nAGE-SECRET-KEY-1QQQ9ZZ\n")}}
+
+
+def test_the_secrets_of_a_bucket_are_checked_for_the_keys_the_pods_read() -> None:
+    s3 = {"endpoint": "http://e", "bucket": "b", "credentialsSecret": "s3-creds"}
+    plain = objects.backup_target({"s3": s3}, "ns", "db")
+    keyed = objects.backup_target({"s3": s3, "encryptionSecret": "backup-key"}, "ns", "db")
+    assert objects.backup_secret_problems({}, {}, {}, "ns") == []
+    assert objects.backup_secret_problems(plain, CREDENTIALS, {}, "ns") == []
+    assert objects.backup_secret_problems(keyed, CREDENTIALS, IDENTITY, "ns") == []
+    crlf = {"data": {"identity": b64("# public key: age1x\r\nAGE-SECRET-KEY-1QQQ9ZZ\r\n")}}
+    assert objects.backup_secret_problems(keyed, CREDENTIALS, crlf, "ns") == []
+    assert objects.backup_secret_problems(keyed, {}, {}, "ns") == [
+        "spec.backup.s3.credentialsSecret: secret 's3-creds' not found in namespace 'ns'.",
+        "spec.backup.encryptionSecret: secret 'backup-key' not found in namespace 'ns'."]
+    partial = {"data": {"AWS_ACCESS_KEY_ID": b64("id"), "AWS_SECRET_ACCESS_KEY": "", "other": b64("x")}}
+    assert objects.backup_secret_problems(plain, partial, {}, "ns") == [
+        "spec.backup.s3.credentialsSecret: secret 's3-creds' in namespace 'ns' has no non-empty key"
+        " 'AWS_SECRET_ACCESS_KEY'."]
+    assert objects.backup_secret_problems(plain, {"data": None}, {}, "ns") == [
+        "spec.backup.s3.credentialsSecret: secret 's3-creds' in namespace 'ns' has no non-empty key"
+        " 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'."]
+    assert objects.backup_secret_problems(keyed, CREDENTIALS, {"data": {"key": b64("AGE-SECRET-KEY-1QQ")}}, "ns") == [
+        "spec.backup.encryptionSecret: secret 'backup-key' in namespace 'ns' has no non-empty key 'identity'."]
+    assert objects.backup_secret_problems(keyed, CREDENTIALS, {"data": {"identity": b64("age1public")}}, "ns") == [
+        "spec.backup.encryptionSecret: key 'identity' of secret 'backup-key' in namespace 'ns' is not an age"
+        " identity (a line AGE-SECRET-KEY-1..., as age-keygen writes it)."]
+
+
+def test_the_keys_checked_are_the_keys_the_containers_read() -> None:
+    """One list of key names for both: what the check asks for is what the pods reference."""
+    target = objects.backup_target({"s3": {"endpoint": "http://e", "bucket": "b", "credentialsSecret": "c"},
+                                    "encryptionSecret": "k"}, "ns", "db")
+    env = env_of(objects.objects_container(target, "ship", "x.sql", "tools", SECURITY))
+    referenced = {ref["secretKeyRef"]["key"] for ref in env.values()
+                  if isinstance(ref, dict) and "secretKeyRef" in ref}
+    assert referenced == set(objects.CREDENTIAL_KEYS)
+    key = next(v for v in objects.objects_volumes(target) if v["name"] == "backup-key")
+    assert [item["key"] for item in key["secret"]["items"]] == [objects.IDENTITY_KEY]
+    archive = objects.archive_containers(objects.backup_target(
+        {"s3": {"endpoint": "http://e", "bucket": "b", "credentialsSecret": "c"}, "encryptionSecret": "k",
+         "pointInTime": {"enabled": True}}, "ns", "db"), "mysql", "tools", SECURITY, "Never", 3306, "ops")[1]
+    assert {ref["secretKeyRef"]["key"] for ref in env_of(archive).values()
+            if isinstance(ref, dict) and "secretKeyRef" in ref} == set(objects.CREDENTIAL_KEYS)

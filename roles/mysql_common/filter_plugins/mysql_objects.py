@@ -2,8 +2,10 @@
 instance's spec names (`mysql_backup_target`), the parts of a Job's pod that ship a
 backup there or fetch one from there (`mysql_objects_container`, `mysql_objects_volumes`),
 the server pod's sidecars that archive its binary logs there (`mysql_archive_containers`,
-spec.backup.pointInTime), the point in time a restore is asked for
-(`mysql_point_in_time`) and the script that restores a backup, and a point in time, into an
+spec.backup.pointInTime), the point in time a restore is asked for (`mysql_point_in_time`,
+and `mysql_point_in_time_problem` for a time of the right shape that does not exist), what is
+wrong with the Secrets the target names (`mysql_backup_secret_problems`: the keys the
+containers read from them) and the script that restores a backup, and a point in time, into an
 instance's database (`mysql_restore_script`: files/restore.sh).
 
 Every Job that takes a backup (on demand, scheduled, at deletion) streams it from its dump
@@ -20,6 +22,7 @@ values.
 
 from __future__ import annotations
 
+import base64
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +42,11 @@ _KEYS = {
     "insecure": ("insecureSkipTLSVerify", "insecure_skip_tls_verify", "insecure_skip_tlsverify"),
 }
 _ENCRYPTION = ("encryptionSecret", "encryption_secret")
+# the keys the containers read: the credentials Secret's (as environment) and the encryption
+# Secret's (mounted as /keys/identity, which age-keygen -y and age -d -i read)
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+IDENTITY_KEY = "identity"
+_AGE_IDENTITY = re.compile(r"^AGE-SECRET-KEY-1[0-9A-Z]+\r?$", re.MULTILINE)
 _POINT_IN_TIME = ("pointInTime", "point_in_time")
 _ARCHIVE_SECONDS = ("archiveSeconds", "archive_seconds")
 DEFAULT_ARCHIVE_SECONDS = 30
@@ -87,19 +95,99 @@ def backup_target(backup: Any, namespace: str, name: str) -> dict[str, Any]:
     }
 
 
+def _until(text: str) -> datetime:
+    """The first whole second after an RFC 3339 time (the shape _RFC3339 checked), in UTC;
+    ValueError, saying why, for one that does not exist (2026-02-30, 24:00:00, a leap second,
+    an offset of 24 hours or 60 minutes) or that UTC cannot hold (year 0, after 9999)."""
+    offset = "" if text.endswith("Z") else text[-6:]
+    if offset and (int(offset[1:3]) > 23 or int(offset[4:6]) > 59):  # noqa: PLR2004 - a clock
+        message = f"the offset {offset} is not one: hours 00 to 23, minutes 00 to 59"
+        raise ValueError(message)
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+        return when.replace(microsecond=0) + timedelta(seconds=1)
+    except OverflowError as error:
+        message = "out of the range of dates, years 1 to 9999 in UTC"
+        raise ValueError(message) from error
+
+
 def point_in_time(value: Any) -> dict[str, Any]:
-    """A point in time spec.restore_from names (RFC 3339), {} for anything else: ``until``,
-    the first whole second after it, in seconds since the epoch (the restore replays every
-    event of the binary logs whose time is before it: at or before the given second), and
-    ``stop``, the same as UTC "YYYY-MM-DD HH:MM:SS" (mysqlbinlog's --stop-datetime, read in
-    the time zone UTC), and ``at``, the time as given."""
+    """A point in time spec.restore_from names (RFC 3339), {} for anything else, a time that
+    does not exist included (`point_in_time_problem` says why): ``until``, the first whole
+    second after it, in seconds since the epoch (the restore replays every event of the binary
+    logs whose time is before it: at or before the given second), and ``stop``, the same as
+    UTC "YYYY-MM-DD HH:MM:SS" (mysqlbinlog's --stop-datetime, read in the time zone UTC), and
+    ``at``, the time as given."""
     text = str(value or "")
     if not _RFC3339.match(text):
         return {}
-    when = datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
-    until = when.replace(microsecond=0) + timedelta(seconds=1)
+    try:
+        until = _until(text)
+    except ValueError:
+        return {}
     return {"until": int(until.timestamp()), "stop": until.strftime("%Y-%m-%d %H:%M:%S"),
             "at": text}
+
+
+def point_in_time_problem(value: Any, field: str) -> str:
+    """'' unless ``value`` has the shape of an RFC 3339 time (what the CRD's pattern admits)
+    but names no time that exists, such as 2026-02-30T12:00:00Z: then the problem, naming
+    ``field`` (spec.restore_from, spec.pointInTime)."""
+    text = str(value or "")
+    if not _RFC3339.match(text):
+        return ""
+    try:
+        _until(text)
+    except ValueError as error:
+        return (f"{field}: '{text}' is not a time that exists ({error}); a point in time is"
+                " RFC 3339, 2026-11-27T16:04:05Z.")
+    return ""
+
+
+def _secret_keys(secret: Any) -> dict[str, str]:
+    """A Secret's keys with a non-empty value, each as text (base64-decoded)."""
+    data = (secret or {}).get("data") or {}
+    keys = {}
+    for key, value in data.items():
+        try:
+            text = base64.b64decode(str(value or ""), validate=True).decode("utf-8", "replace")
+        except ValueError:
+            text = ""
+        if text.strip():
+            keys[str(key)] = text
+    return keys
+
+
+def backup_secret_problems(target: dict[str, Any], credentials: Any, encryption: Any,
+                           namespace: str) -> list[str]:
+    """What is wrong with the Secrets a bucket target names, each naming its field; [] when
+    nothing is (and for no target). ``credentials`` and ``encryption`` are the Secrets as the
+    API server returns them ({} when missing). The pods that reach the bucket read
+    AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the first (environment) and an age
+    identity from key `identity` of the second: without them a Job, or the server pod's
+    archive sidecar, never starts its container. Only names and keys are told, never a value."""
+    if not target:
+        return []
+    problems = []
+    checks = [("spec.backup.s3.credentialsSecret", target.get("credentials_secret", ""),
+               credentials, CREDENTIAL_KEYS)]
+    if target.get("encryption_secret"):
+        checks.append(("spec.backup.encryptionSecret", target["encryption_secret"], encryption,
+                       (IDENTITY_KEY,)))
+    for field, name, secret, wanted in checks:
+        if not secret:
+            problems.append(f"{field}: secret '{name}' not found in namespace '{namespace}'.")
+            continue
+        keys = _secret_keys(secret)
+        missing = [key for key in wanted if key not in keys]
+        if missing:
+            problems.append(f"{field}: secret '{name}' in namespace '{namespace}' has no non-empty"
+                            f" key {', '.join(repr(key) for key in missing)}.")
+        elif IDENTITY_KEY in wanted and not _AGE_IDENTITY.search(keys[IDENTITY_KEY]):
+            problems.append(f"{field}: key '{IDENTITY_KEY}' of secret '{name}' in namespace"
+                            f" '{namespace}' is not an age identity (a line AGE-SECRET-KEY-1...,"
+                            " as age-keygen writes it).")
+    return problems
 
 
 def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positional
@@ -135,9 +223,9 @@ def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positio
         {"name": "RCLONE_S3_ENDPOINT", "value": target["endpoint"]},
         {"name": "RCLONE_S3_REGION", "value": target["region"]},
         {"name": "RCLONE_S3_ACCESS_KEY_ID",
-         "valueFrom": {"secretKeyRef": {"name": secret, "key": "AWS_ACCESS_KEY_ID"}}},
+         "valueFrom": {"secretKeyRef": {"name": secret, "key": CREDENTIAL_KEYS[0]}}},
         {"name": "RCLONE_S3_SECRET_ACCESS_KEY",
-         "valueFrom": {"secretKeyRef": {"name": secret, "key": "AWS_SECRET_ACCESS_KEY"}}},
+         "valueFrom": {"secretKeyRef": {"name": secret, "key": CREDENTIAL_KEYS[1]}}},
         {"name": "RCLONE_NO_CHECK_CERTIFICATE", "value": "true" if target["insecure"] else "false"},
         {"name": "HOME", "value": _SCRATCH},
     ]
@@ -227,7 +315,7 @@ def objects_volumes(target: dict[str, Any]) -> list[dict[str, Any]]:
     if target.get("encryption_secret"):
         volumes.append({"name": "backup-key", "secret": {
             "secretName": target["encryption_secret"], "defaultMode": 0o440,
-            "items": [{"key": "identity", "path": "identity"}]}})
+            "items": [{"key": IDENTITY_KEY, "path": "identity"}]}})
     return volumes
 
 
@@ -243,5 +331,7 @@ class FilterModule:
             "mysql_archive_containers": archive_containers,
             "mysql_archive_volumes": archive_volumes,
             "mysql_point_in_time": point_in_time,
+            "mysql_point_in_time_problem": point_in_time_problem,
+            "mysql_backup_secret_problems": backup_secret_problems,
             "mysql_restore_script": restore_script,
         }
