@@ -382,15 +382,22 @@ def test_a_re_created_instance_restores_the_backup_it_names(backups: Backups) ->
                                                      "-l", f"app.kubernetes.io/instance={name}").stdout.split()
                            == [f"persistentvolumeclaim/{name}-backup"], timeout=120,
                            what="the children to be collected")  # or the new object waits for them
-        b.cluster.apply(oh.mysql_object(name, b.ns, image=server.image, database="other-db",
-                                        restore_from=f"{name}-older", backup={"verify": True}))
-
-        def refused() -> bool:
+        def refused(naming: str) -> bool:
             # (first, maybe, a Failure while the deleted object's children are collected)
             failure = oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {}
-            return failure.get("status") == "True" and "spec.restore_from" in failure.get("message", "")
+            message = failure.get("message", "")
+            return failure.get("status") == "True" and "spec.restore_from" in message and naming in message
 
-        b.cluster.wait_for(refused, timeout=180, what="the restore_from refusal", interval=1)
+        # the latest backup (taken at deletion) holds otus-database, not the new spec.database
+        b.cluster.apply(oh.mysql_object(name, b.ns, image=server.image, database="other-db", backup={"verify": True}))
+        b.cluster.wait_for(lambda: refused("latest"), timeout=180, what="the refusal of latest", interval=1)
+        message = (oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {})["message"]
+        assert "'other-db'" in message and f"'{DATABASE}'" in message, message
+        assert b.cluster.kubectl("-n", b.ns, "get", "pvc", f"{name}-data", check=False).returncode != 0
+
+        b.cluster.apply(oh.mysql_object(name, b.ns, image=server.image, database="other-db",
+                                        restore_from=f"{name}-older", backup={"verify": True}))
+        b.cluster.wait_for(lambda: refused(f"{name}-older"), timeout=180, what="the restore_from refusal", interval=1)
         message = (oh.condition(b.cluster.get("-n", b.ns, "mysqls.otus.homework", name), "Failure") or {})["message"]
         assert "spec.restore_from" in message and "other-db" in message and f"{name}-older" in message, message
         assert b.cluster.kubectl("-n", b.ns, "get", "pvc", f"{name}-data", check=False).returncode != 0

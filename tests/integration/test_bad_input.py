@@ -192,6 +192,16 @@ ACCEPTED = [
          accepted=True, fails=True),
     Case("restore-from-missing", {"restore_from": "no-such-backup"}, field="spec.restore_from",
          accepted=True, fails=True),
+    # a time of the right form that does not exist
+    Case("restore-from-feb-30", {"restore_from": "2026-02-30T12:00:00Z"}, field="spec.restore_from",
+         accepted=True, fails=True),
+    # a bucket whose Secrets are missing or lack what the Jobs read
+    Case("s3-credentials-missing", {"backup": {"s3": {"endpoint": "http://s3.example:9000", "bucket": "b",
+                                                      "credentialsSecret": "no-such-secret"}}},
+         field="spec.backup.s3.credentialsSecret", accepted=True, fails=True),
+    Case("s3-credentials-keys", {"backup": {"s3": {"endpoint": "http://s3.example:9000", "bucket": "b",
+                                                   "credentialsSecret": "has-other-key"}}},
+         field="spec.backup.s3.credentialsSecret", accepted=True, fails=True),
 ]
 
 
