@@ -12,7 +12,7 @@ the load and past a dozen logs and more (the sequence crosses .000009 -> .000010
   after the first restore up to T2. On MariaDB the instance runs with gtid_strict_mode on.
 - A new instance in another namespace restoring T2 from the same prefix holds the same rows.
 - A restore to a time with no write since the newest backup has nothing to replay, and loads
-  that backup.
+  that backup, not the newer one the copy took in the same prefix (another lineage).
 - Restores that fail leave the live rows as they were: a time the archive has not reached, a
   gap in the archive, a backup object that does not decrypt.
 - No archived binary log holds a password: the instance's password is rotated while its logs
@@ -199,17 +199,19 @@ def restore(m: Module, name: str, spec: dict[str, str]) -> dict[str, Any]:
     return dict(m.cluster.get("-n", m.ns, "mysqlrestores.otus.homework", name)["status"])
 
 
-def take_backup(m: Module, backup: str, instance_name: str) -> dict[str, Any]:
+def take_backup(m: Module, backup: str, instance_name: str, ns: str | None = None) -> dict[str, Any]:
+    where = ns or m.ns
     m.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLBackup",
-                                "metadata": {"name": backup, "namespace": m.ns},
+                                "metadata": {"name": backup, "namespace": where},
                                 "spec": {"instance": instance_name}}))
+
     def settled() -> bool:  # (the module's backups are not verified: Verified Unknown for good)
-        status = oh.backup_record(m.cluster, m.ns, backup).get("status", {})
+        status = oh.backup_record(m.cluster, where, backup).get("status", {})
         return status.get("state") == "Failed" or (
             status.get("state") == "Complete" and (oh.condition({"status": status}, "Verified") or {}).get(
                 "reason") == "NotVerified")
-    m.cluster.wait_for(settled, timeout=600, what=f"MySQLBackup {backup} to be taken")
-    found = oh.backup_record(m.cluster, m.ns, backup)
+    m.cluster.wait_for(settled, timeout=600, what=f"MySQLBackup {where}/{backup} to be taken")
+    found = oh.backup_record(m.cluster, where, backup)
     assert found["status"]["state"] == "Complete", found["status"]
     return found
 
@@ -305,9 +307,16 @@ class Flow:
         assert copy == self.after_two, sorted(copy ^ self.after_two)[:20]
 
     def with_nothing_to_replay(self) -> None:
-        """A restore to a time with no write since the newest backup loads that backup."""
+        """A restore to a time with no write since the instance's newest backup loads that
+        backup. Meanwhile the copy in the other namespace, which archives and backs up to the
+        same prefix, wrote a row of its own and took a newer backup there: a backup of another
+        lineage, which the instance's restore does not choose."""
         m, name = self.m, self.name
         take_backup(m, f"{name}-quiet", name)
+        copy = server_pod(m.cluster, m.dr_ns, name)
+        m.cluster.kubectl("-n", m.dr_ns, "exec", copy, "-c", "mysql", "--", "mysql", "-uroot", f"-p{PASSWORD}",
+                          DATABASE, "-e", "INSERT INTO acks (id) VALUES (900000)")
+        take_backup(m, f"{name}-copy", name, ns=m.dr_ns)
         now = int(time.time()) + 1
         wait_archived_past(m, self.prefix, self.server_id, now)
         done = restore(m, f"{name}-r3", {"instance": name, "pointInTime": utc(now)})
