@@ -196,10 +196,10 @@ ACCEPTED = [
     Case("restore-from-feb-30", {"restore_from": "2026-02-30T12:00:00Z"}, field="spec.restore_from",
          accepted=True, fails=True),
     # a bucket whose Secrets are missing or lack what the Jobs read
-    Case("s3-credentials-missing", {"backup": {"s3": {"endpoint": "http://s3.example:9000", "bucket": "b",
+    Case("s3-credentials-missing", {"backup": {"s3": {"endpoint": "http://s3.example:9000", "bucket": "bk-bucket",
                                                       "credentialsSecret": "no-such-secret"}}},
          field="spec.backup.s3.credentialsSecret", accepted=True, fails=True),
-    Case("s3-credentials-keys", {"backup": {"s3": {"endpoint": "http://s3.example:9000", "bucket": "b",
+    Case("s3-credentials-keys", {"backup": {"s3": {"endpoint": "http://s3.example:9000", "bucket": "bk-bucket",
                                                    "credentialsSecret": "has-other-key"}}},
          field="spec.backup.s3.credentialsSecret", accepted=True, fails=True),
 ]
