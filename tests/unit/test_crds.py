@@ -261,3 +261,123 @@ def test_the_mysql_kinds_carry_their_cel_rules() -> None:
     assert rules("mysqls.otus.homework", "spec", "database") == ["self.replace('_', '__').size() <= 64"]
     assert "self == oldSelf" in rules("mysqlbackups.otus.homework", "spec")
     assert "self == oldSelf" in rules("mysqlrestores.otus.homework", "spec")
+
+
+# --- no string a Job's command line gets can read as an option ------------------------------
+
+# What a client (mysql, mysqldump) in a Job would read as an option of its own: -h<address>
+# sends the Job's root login elsewhere, -e<statement> runs a statement as root; a leading '-'
+# on any name, file, or setting. No pattern of the three kinds admits any of them.
+OPTION_FORMS = ["-hevil", "-eSHUTDOWN", "--init-command=x", "-", "--", "-x.sql", "-1", "-1 * * * *",
+                "-http://x", "--help"]
+# every string field of the three kinds with a pattern, and values a server takes, each of which
+# must stay admitted (and, with a '-' put in front, be refused)
+LEGAL = {
+    "MySQL": {
+        "metadata.name": ["db", "a-1"],
+        "spec.image": ["mysql:8.4", "registry.local:5000/team/mysql@sha256:0123abcd", "9ab/x:1"],
+        "spec.database": ["app", "db-name", "$otus-db", "_x", "A$b_c-1", "d" * 64],
+        "spec.passwordSecretRef.name": ["db-password", "a.b"],
+        "spec.resources.requests.cpu": ["500m", "2"], "spec.resources.requests.memory": ["512Mi"],
+        "spec.resources.limits.cpu": ["1.5"], "spec.resources.limits.memory": ["1Gi"],
+        "spec.priorityClassName": ["high"],
+        "spec.podLabels.*": ["team-a", "x"],
+        "spec.storage_size": ["1Gi", "500M"],
+        "spec.storage_class": ["fast-ssd"],
+        "spec.restore_from": ["latest", "none", "db-1", "db-20260101T000000Z.sql", "_x.sql", "2026-11-27T16:04:05Z"],
+        "spec.backup.schedule": ["0 3 * * *", "*/5 * * * *", "@daily", "0 0 * * mon-fri", "0 0 ? * *"],
+        "spec.backup.s3.endpoint": ["https://s3.eu-west-1.amazonaws.com", "http://seaweedfs:8333/"],
+        "spec.backup.s3.bucket": ["backups", "b.1"],
+        "spec.backup.s3.prefix": ["team/db", "_x/a-b.c", "x"],
+        "spec.backup.s3.region": ["us-east-1", "garage"],
+        "spec.backup.s3.credentialsSecret": ["s3-creds"],
+        "spec.backup.encryptionSecret": ["backup-key"],
+    },
+    "MySQLBackup": {
+        "metadata.name": ["bk-1", "0a"],
+        "spec.instance": ["db"],
+        "spec.file": ["db-20260101T000000Z.sql", "bk-1.sql", "_x.sql"],
+        "spec.job": ["db-bk-29000000"],
+        "spec.image": ["mysql:8.4", "mariadb:11.4"],
+        "spec.database": ["app", "db-name", "$otus-db"],
+    },
+    "MySQLRestore": {
+        "metadata.name": ["r-1"],
+        "spec.instance": ["db"],
+        "spec.backup": ["db-older", "a.b"],
+        "spec.pointInTime": ["2026-11-27T16:04:05Z", "2026-11-27T16:04:05.5+02:00"],
+    },
+}
+# string fields with a pattern that may start with '-': none of them reaches a command line
+MAY_START_WITH_A_DASH = {
+    # a Secret's key ('-a' is one); the role reads the Secret's value by it, through the API
+    ("MySQL", "spec.passwordSecretRef.key"),
+    # a server option's value: written to the option file (name = value) and, for the options
+    # applied live, checked by kind and quoted in SET GLOBAL; never an argument
+    ("MySQL", "spec.config.*"),
+}
+# string fields without a pattern: none of them reaches a command line either
+UNPATTERNED = {
+    ("MySQL", "spec.password"),  # to the server in MYSQL_PWD (environment) and SQL literals only
+    ("MySQL", "spec.nodeSelector.*"), ("MySQL", "spec.tolerations[].key"), ("MySQL", "spec.tolerations[].value"),
+    ("MySQL", "spec.service.annotations.*"), ("MySQL", "spec.podAnnotations.*"),  # the API's, as written
+}
+
+
+def string_fields(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every string (or int-or-string) field under a schema, as a dotted path (`*`: a map's
+    values, `[]`: a list's items), the status and the kinds' own apiVersion and kind left out."""
+    if not isinstance(node, dict) or path in {".status", ".apiVersion", ".kind"}:
+        return
+    if (node.get("type") == "string" or node.get("x-kubernetes-int-or-string")) and "enum" not in node:
+        yield path.lstrip("."), node
+    for name, sub in (node.get("properties") or {}).items():
+        yield from string_fields(sub, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        yield from string_fields(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from string_fields(node["additionalProperties"], f"{path}.*")
+
+
+def mysql_kinds() -> dict[str, dict[str, dict[str, Any]]]:
+    docs = {doc["metadata"]["name"]: doc for doc in CRDS.values() if doc["spec"]["group"] == "otus.homework"}
+    return {doc["spec"]["names"]["kind"]: dict(string_fields(doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]))
+            for doc in docs.values()}
+
+
+def admits(node: dict[str, Any], value: str) -> bool:
+    """Whether the API server admits ``value`` by the field's pattern and lengths (RE2 and
+    Python's re agree on these patterns; `$` is the end of the text to RE2)."""
+    return (re.search(node["pattern"], value) is not None and "\n" not in value
+            and node.get("minLength", 0) <= len(value) <= node.get("maxLength", len(value)))
+
+
+def test_every_string_field_of_the_mysql_kinds_is_classified() -> None:
+    """A new string field must say here whether it can reach a command line."""
+    found = {(kind, path) for kind, fields in mysql_kinds().items() for path in fields}
+    patterned = {(kind, path) for kind, fields in LEGAL.items() for path in fields} | MAY_START_WITH_A_DASH
+    assert found == patterned | UNPATTERNED
+    for kind, path in UNPATTERNED:
+        assert "pattern" not in mysql_kinds()[kind][path], (kind, path)
+
+
+@pytest.mark.parametrize(("kind", "path"), sorted((k, p) for k, fields in LEGAL.items() for p in fields))
+def test_no_pattern_admits_an_option(kind: str, path: str) -> None:
+    node = mysql_kinds()[kind][path]
+    for value in LEGAL[kind][path]:
+        assert admits(node, value), (kind, path, value)
+        assert not admits(node, "-" + value), (kind, path, "-" + value)
+    for value in OPTION_FORMS:
+        assert not admits(node, value), (kind, path, value)
+
+
+def test_a_database_name_the_server_takes_and_the_options_are_told_apart() -> None:
+    """spec.database of a MySQL and of a MySQLBackup: the same pattern, no leading '-', and
+    every other character of a name the servers take ('$' included, first or not)."""
+    kinds = mysql_kinds()
+    assert kinds["MySQL"]["spec.database"]["pattern"] == kinds["MySQLBackup"]["spec.database"]["pattern"]
+    node = kinds["MySQL"]["spec.database"]
+    for value in ["$", "_", "a-", "a--b", "0"]:
+        assert admits(node, value), value
+    for value in ["-hevil", "-eSHUTDOWN", "--init-command=x", "-h10.0.0.1", "-P3306"]:
+        assert not admits(node, value), value

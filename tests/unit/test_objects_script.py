@@ -500,9 +500,11 @@ def test_a_point_in_time_that_is_not_a_number_is_refused(rig: Rig) -> None:
 
 @pytest.mark.parametrize(("variable", "value", "message"), [
     ("MYSQL_DATABASE", "", "MYSQL_DATABASE is the database restored to a point in time (letters, digits, '_', "
-                           "'-' or '$'), not ''"),
+                           "'-' or '$', not starting with '-'), not ''"),
     ("MYSQL_DATABASE", "a b", "MYSQL_DATABASE is the database restored to a point in time (letters, digits, '_', "
-                              "'-' or '$'), not 'a b'"),
+                              "'-' or '$', not starting with '-'), not 'a b'"),
+    ("MYSQL_DATABASE", "-hevil", "MYSQL_DATABASE is the database restored to a point in time (letters, digits, "
+                                 "'_', '-' or '$', not starting with '-'), not '-hevil'"),
     ("MYSQL_INSTANCE", "db", "MYSQL_INSTANCE is the <namespace>/<name> of the instance restored to a point in time, "
                              "not 'db'"),
 ])

@@ -9,12 +9,14 @@
 # directory in the bucket, so a new server (restored or re-created, whose logs start again
 # at .000001) never writes over another's logs. Backups record it beside their position.
 # Logs in as root over the pod's loopback with the pod's copy of the credentials Secret
-# (kubelet updates it on a rotation; a refused login is tried again on the next pass).
+# (kubelet updates it on a rotation; a refused login is tried again on the next pass). Every
+# value on a client's command line is an --option=value: never a word it could read as an
+# option of its own.
 set -u
 copy=/etc/mysql-operator/credentials
 login() {
   MYSQL_PWD="$(cat "$copy/password" 2>/dev/null)" \
-    mysql --protocol=TCP -h 127.0.0.1 -P "$MYSQL_OPERATOR_PORT" -uroot --connect-timeout=3 -N -B "$@"
+    mysql --protocol=TCP --host=127.0.0.1 --port="$MYSQL_OPERATOR_PORT" --user=root --connect-timeout=3 -N -B "$@"
 }
 schema="\`$MYSQL_OPERATOR_SCHEMA\`"
 until id=$(login -e "CREATE TABLE IF NOT EXISTS $schema.binlog_archive

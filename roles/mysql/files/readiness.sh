@@ -1,6 +1,7 @@
 # Readiness of the server container, which proves what the Ready condition says: the server
 # accepts a login as root to MYSQL_DATABASE with the credentials Secret's password. Three
-# steps, over TCP, passwords in MYSQL_PWD only (never on a command line):
+# steps, over TCP, passwords in MYSQL_PWD only (never on a command line) and every other value
+# as an --option=value (a database name is never a word the client could read as an option):
 # 1. the operator's health account (MYSQL_HEALTH_USER, its password from its own Secret in
 #    the environment, never rotated) logs in and reads the version of the root password the
 #    server has ($MYSQL_OPERATOR_SCHEMA.credentials, written by the operator's password Job);
@@ -15,7 +16,7 @@
 # one that is not up yet.
 copy=/etc/mysql-operator/credentials
 login() {
-  mysql --protocol=TCP -h 127.0.0.1 -P "$MYSQL_OPERATOR_PORT" --connect-timeout=3 -N -B "$@"
+  mysql --protocol=TCP --host=127.0.0.1 --port="$MYSQL_OPERATOR_PORT" --connect-timeout=3 -N -B "$@"
 }
 rejected() {
   case $1 in
@@ -23,7 +24,7 @@ rejected() {
   esac
   return 1
 }
-if ! server_version=$(MYSQL_PWD="$MYSQL_HEALTH_PASSWORD" login -u"$MYSQL_HEALTH_USER" \
+if ! server_version=$(MYSQL_PWD="$MYSQL_HEALTH_PASSWORD" login --user="$MYSQL_HEALTH_USER" \
     -e "SELECT root_version FROM \`$MYSQL_OPERATOR_SCHEMA\`.credentials WHERE id = 1" 2>&1); then
   if rejected "$server_version"; then
     echo "credentials rejected: health account $MYSQL_HEALTH_USER: $server_version"
@@ -32,7 +33,7 @@ if ! server_version=$(MYSQL_PWD="$MYSQL_HEALTH_PASSWORD" login -u"$MYSQL_HEALTH_
   fi
   exit 1
 fi
-if out=$(MYSQL_PWD="$(cat "$copy/password" 2>/dev/null)" login -uroot \
+if out=$(MYSQL_PWD="$(cat "$copy/password" 2>/dev/null)" login --user=root \
     --database="$MYSQL_DATABASE" -e 'SELECT 1' 2>&1 >/dev/null); then
   exit 0
 fi

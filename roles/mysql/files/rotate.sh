@@ -2,14 +2,15 @@
 # account (HEALTH_USER, HEALTH_PASSWORD) and its table (OPERATOR_SCHEMA.credentials) to what
 # /rotate/rotate.sql says. Env also: MYSQL_HOST, MYSQL_PORT, CONNECT_TIMEOUT, OLD_PASSWORD
 # (the previous password, may be empty) and BOOTSTRAP_PASSWORD (the one a new server starts
-# with). Passwords travel in MYSQL_PWD only, never on a command line. Waits for the server
-# to accept a login (a new server initialises first), logs in with the first of the new,
-# the previous and the bootstrap password that works, runs the statements, and checks that
-# the new password and the health account log in.
+# with). Passwords travel in MYSQL_PWD only, never on a command line, and the other values as
+# --option=value, never as words of their own. Waits for the server to accept a login (a new
+# server initialises first), logs in with the first of the new, the previous and the
+# bootstrap password that works, runs the statements, and checks that the new password and
+# the health account log in.
 set -eu
 try_login() {
   [ -n "$1" ] || return 1
-  MYSQL_PWD="$1" mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot \
+  MYSQL_PWD="$1" mysql --protocol=TCP --host="$MYSQL_HOST" --port="$MYSQL_PORT" --user=root \
     --connect-timeout=5 -e 'SELECT 1' >/dev/null 2>&1
 }
 waited=0
@@ -36,13 +37,13 @@ while :; do
   sleep 3
   waited=$((waited + 3))
 done
-MYSQL_PWD="$current" mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot < /rotate/rotate.sql
+MYSQL_PWD="$current" mysql --protocol=TCP --host="$MYSQL_HOST" --port="$MYSQL_PORT" --user=root < /rotate/rotate.sql
 if ! try_login "$NEW_PASSWORD"; then
   echo "password: ALTER USER ran but the new password does not log in" >&2
   exit 1
 fi
-if ! MYSQL_PWD="$HEALTH_PASSWORD" mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" \
-    -u"$HEALTH_USER" --connect-timeout=5 -N -B \
+if ! MYSQL_PWD="$HEALTH_PASSWORD" mysql --protocol=TCP --host="$MYSQL_HOST" --port="$MYSQL_PORT" \
+    --user="$HEALTH_USER" --connect-timeout=5 -N -B \
     -e "SELECT root_version FROM \`$OPERATOR_SCHEMA\`.credentials WHERE id = 1" >/dev/null; then
   echo "password: the health account $HEALTH_USER cannot read $OPERATOR_SCHEMA.credentials" >&2
   exit 1

@@ -10,7 +10,9 @@
 # LOCK_TRIES (the lock's wait a try, default 5 s, and its tries, default 60), GUARD_WAIT (the
 # wait for another backup of the server, default 600 s), and MYSQL_PWD (the password travels
 # in the environment only). The dump has no CREATE DATABASE/USE, so the restore loads it
-# into whatever database it is given.
+# into whatever database it is given. The clients get every value as --option=value
+# (--database="$MYSQL_DATABASE") and mysqldump its database after --: a name is never a word
+# they could read as an option.
 #
 # One snapshot for both: under a lock that holds back commits to the database (take says
 # which, per server), a session opens its consistent snapshot and mysqldump
@@ -93,10 +95,10 @@ shipping_failed() {
   [ -n "$SHIP_TO" ] && [ -s /backup/.objects.failed ]
 }
 client() {
-  mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot --connect-timeout=5 "$@"
+  mysql --protocol=TCP --host="$MYSQL_HOST" --port="$MYSQL_PORT" --user=root --connect-timeout=5 "$@"
 }
 waited=0
-until client -e 'SELECT 1' "$MYSQL_DATABASE" >/dev/null 2>&1; do
+until client --database="$MYSQL_DATABASE" -e 'SELECT 1' >/dev/null 2>&1; do
   if [ "$waited" -ge "$CONNECT_TIMEOUT" ]; then
     fail "$MYSQL_HOST:$MYSQL_PORT did not accept a login to $MYSQL_DATABASE within ${waited}s"
   fi
@@ -120,7 +122,7 @@ retry_because() {
 # script would wait for it forever.)
 session() {
   mkfifo "$d/$1.in"
-  (set +e; client -N -B -n "$MYSQL_DATABASE" < "$d/$1.in" > "$d/$1.out" 2> "$d/$1.err"; echo $? 2>/dev/null > "$d/$1.rc") &
+  (set +e; client -N -B -n --database="$MYSQL_DATABASE" < "$d/$1.in" > "$d/$1.out" 2> "$d/$1.err"; echo $? 2>/dev/null > "$d/$1.rc") &
   eval "$1_pid=\$!; exec $2> \"\$d/\$1.in\""
 }
 # until session $1's output has a line starting with $2, or it has ended (return 1)
@@ -162,9 +164,10 @@ take() {
       printf '%s\n' 'LOCK INSTANCE FOR BACKUP;' "SELECT 'instance-locked';" >&3
       if await lock instance-locked; then
         # the tables, listed once DDL waits: none can appear before the lock is had
-        tables=$(client -N -B -e "SELECT GROUP_CONCAT(CONCAT('\`', REPLACE(TABLE_SCHEMA, '\`', '\`\`'), '\`.\`',
-          REPLACE(TABLE_NAME, '\`', '\`\`'), '\` READ') SEPARATOR ', ') FROM information_schema.TABLES
-          WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'BASE TABLE'" "$MYSQL_DATABASE") \
+        tables=$(client -N -B --database="$MYSQL_DATABASE" -e "SELECT GROUP_CONCAT(CONCAT('\`',
+          REPLACE(TABLE_SCHEMA, '\`', '\`\`'), '\`.\`', REPLACE(TABLE_NAME, '\`', '\`\`'), '\` READ')
+          SEPARATOR ', ') FROM information_schema.TABLES
+          WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'BASE TABLE'") \
           || fail "could not list the tables of $MYSQL_DATABASE"
         [ "$tables" = NULL ] || [ -z "$tables" ] || printf 'LOCK TABLES %s;\n' "$tables" >&3
       fi
@@ -226,7 +229,7 @@ take() {
   fi
   # (mysqldump's own pid in dump.pid: a retry stops it, which ends its stream; the name
   # after --: never read as an option)
-  (set +e; mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@" -- "$MYSQL_DATABASE" \
+  (set +e; mysqldump --protocol=TCP --host="$MYSQL_HOST" --port="$MYSQL_PORT" --user=root "$@" -- "$MYSQL_DATABASE" \
      > "$out" 2> "$d/dump.err" & echo $! > "$d/dump.pid"; wait $!; echo $? > "$d/dump.rc") &
   dump_pid=$!
   waited=0 misses=0

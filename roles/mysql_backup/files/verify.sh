@@ -6,7 +6,8 @@
 # differs, is the last line and the termination message). Any other exit: the verification
 # itself could not run to its verdict (the throwaway server did not start, went away, or
 # a query failed on it): the backup is kept, and verified again. Env: MYSQL_DATABASE,
-# BACKUP_FILE, FIGURES_SQL, START_TIMEOUT. Run by bash (pipefail).
+# BACKUP_FILE, FIGURES_SQL, START_TIMEOUT. Run by bash (pipefail). The client gets every value
+# as --option=value (--database="$MYSQL_DATABASE"), never as a word it could read as an option.
 set -euo pipefail
 unset MYSQL_PWD MYSQL_HOST || true
 verdict() {
@@ -27,9 +28,9 @@ command -v mariadbd >/dev/null 2>&1 && server=mariadbd
 echo "verify: starting a throwaway $server"
 MYSQL_ALLOW_EMPTY_PASSWORD=yes MYSQL_DATABASE="$MYSQL_DATABASE" \
   docker-entrypoint.sh "$server" --bind-address=127.0.0.1 > /tmp/server.log 2>&1 &
-client() { mysql --protocol=TCP -h 127.0.0.1 -P 3306 -uroot --connect-timeout=5 "$@"; }
+client() { mysql --protocol=TCP --host=127.0.0.1 --port=3306 --user=root --connect-timeout=5 "$@"; }
 waited=0
-until client -e 'SELECT 1' "$MYSQL_DATABASE" >/dev/null 2>&1; do
+until client --database="$MYSQL_DATABASE" -e 'SELECT 1' >/dev/null 2>&1; do
   if [ "$waited" -ge "$START_TIMEOUT" ]; then
     tail -n 20 /tmp/server.log >&2
     verdict "the throwaway server did not start within ${waited}s" 1
@@ -45,7 +46,7 @@ if ! client --database="$MYSQL_DATABASE" < "$file" 2> /tmp/load.err; then
   alive || verdict "the throwaway server went away while $BACKUP_FILE was loading: $(tail -n 1 /tmp/load.err)" 1
   verdict "$BACKUP_FILE does not load: $(tail -n 2 /tmp/load.err | tr '\n' ' ')" 3
 fi
-if ! client -N -B --database="$MYSQL_DATABASE" -e "$FIGURES_SQL" > /tmp/figures.raw 2> /tmp/figures.err; then
+if ! client -N -B --database="$MYSQL_DATABASE" --execute="$FIGURES_SQL" > /tmp/figures.raw 2> /tmp/figures.err; then
   alive || verdict "the throwaway server went away during the figures query: $(tail -n 1 /tmp/figures.err)" 1
   verdict "the figures query failed on the throwaway server: $(tail -n 1 /tmp/figures.err)" 1
 fi

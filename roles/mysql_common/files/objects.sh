@@ -186,9 +186,9 @@ is_lineage() {
   [ "${#1}" -le 127 ]
 }
 # whether $1 is a database's name as spec.database admits it: 1 to 64 letters, digits, '_',
-# '-' or '$'
+# '-' or '$', not starting with '-'
 is_database() {
-  case $1 in ''|*[!A-Za-z0-9_\$-]*) return 1 ;; esac
+  case $1 in ''|-*|*[!A-Za-z0-9_\$-]*) return 1 ;; esac
   [ "${#1}" -le 64 ]
 }
 POSITION_FORM="'<server> <binlog file> <position> <epoch> [<namespace>/<name> <database>]'"
@@ -388,7 +388,7 @@ case "$MODE" in
       at=$(utc "$before")
       database=${MYSQL_DATABASE:-} instance=${MYSQL_INSTANCE:-}
       is_database "$database" \
-        || fail "MYSQL_DATABASE is the database restored to a point in time (letters, digits, '_', '-' or '\$'), not '$database'"
+        || fail "MYSQL_DATABASE is the database restored to a point in time (letters, digits, '_', '-' or '\$', not starting with '-'), not '$database'"
       is_lineage "$instance" \
         || fail "MYSQL_INSTANCE is the <namespace>/<name> of the instance restored to a point in time, not '$instance'"
       # the objects of the other kind (encrypted without a key given, or not encrypted with one)

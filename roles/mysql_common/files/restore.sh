@@ -20,11 +20,13 @@
 #    database dropped, re-created with its character set and collation, and loaded. A load
 #    that fails puts the safety copy back, and the failure says whether that worked.
 #
-# Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE (a name the CRD restricts to [A-Za-z0-9_$-]),
-# CONNECT_TIMEOUT, BACKUP_FILE, START_TIMEOUT (the throwaway server's start), STOP_DATETIME
-# and TZ=UTC (a point in time), MYSQL_PWD (the live server's root password: it travels in
-# the environment only, never to the throwaway server). The last line of output (and
+# Env: MYSQL_HOST, MYSQL_PORT, MYSQL_DATABASE (a name the CRD restricts to [A-Za-z0-9_$-], not
+# starting with '-'), CONNECT_TIMEOUT, BACKUP_FILE, START_TIMEOUT (the throwaway server's
+# start), STOP_DATETIME and TZ=UTC (a point in time), MYSQL_PWD (the live server's root
+# password: it travels in the environment only, never to the throwaway server). The last line of output (and
 # /dev/termination-log) is a summary; a failure's says what happened to the live database.
+# The clients get every value as --option=value (--database="$MYSQL_DATABASE") and mysqldump
+# its database after --: a name is never a word they could read as an option.
 set -eu
 [ ! -f /backup/chosen ] || BACKUP_FILE=$(cat /backup/chosen)
 work=$(mktemp -d)
@@ -38,10 +40,10 @@ fail() {
   exit 1
 }
 live() {
-  mysql --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot --connect-timeout=5 "$@"
+  mysql --protocol=TCP --host="$MYSQL_HOST" --port="$MYSQL_PORT" --user=root --connect-timeout=5 "$@"
 }
 scratch() {
-  env -u MYSQL_PWD mysql --protocol=TCP -h 127.0.0.1 -P 3306 -uroot --connect-timeout=5 "$@"
+  env -u MYSQL_PWD mysql --protocol=TCP --host=127.0.0.1 --port=3306 --user=root --connect-timeout=5 "$@"
 }
 stop_scratch() {
   [ -z "$scratch_pid" ] || kill "$scratch_pid" 2>/dev/null || true
@@ -70,11 +72,11 @@ fi
 # the database (after --: a name is never read as an option) to file $2, from either server
 # shellcheck disable=SC2086 # the options are words
 live_dump() {
-  mysqldump --protocol=TCP -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot $dump_options -- "$MYSQL_DATABASE" > "$1"
+  mysqldump --protocol=TCP --host="$MYSQL_HOST" --port="$MYSQL_PORT" --user=root $dump_options -- "$MYSQL_DATABASE" > "$1"
 }
 # shellcheck disable=SC2086 # the options are words
 scratch_dump() {
-  env -u MYSQL_PWD mysqldump --protocol=TCP -h 127.0.0.1 -P 3306 -uroot $dump_options -- "$MYSQL_DATABASE" > "$1"
+  env -u MYSQL_PWD mysqldump --protocol=TCP --host=127.0.0.1 --port=3306 --user=root $dump_options -- "$MYSQL_DATABASE" > "$1"
 }
 # a field of the replication status in $work/status (MariaDB's or MySQL's name of it)
 field() {
@@ -156,7 +158,7 @@ if [ -n "$logs" ] && [ "$logs" -gt 0 ]; then
   # at the same place); failed: it stopped with an error, which names the event
   previous=''
   while :; do
-    scratch -E -e "$status" > "$work/status" 2> "$work/status.err" || fail "could not read the replay's state: $(tail -n 1 "$work/status.err")"
+    scratch -E --execute="$status" > "$work/status" 2> "$work/status.err" || fail "could not read the replay's state: $(tail -n 1 "$work/status.err")"
     errno=$(field 'Last_SQL_Errno')
     if [ -n "$errno" ] && [ "$errno" != 0 ]; then
       fail "the replay of the binary logs stopped at $(field 'Relay_Master_Log_File')$(field 'Relay_Source_Log_File'):$(field 'Exec_Master_Log_Pos')$(field 'Exec_Source_Log_Pos'): $(field 'Last_SQL_Error'); the database was not touched"

@@ -1,7 +1,15 @@
-"""Filters over a MySQL object: the problems of its spec that the role reports before it
-touches anything (`mysql_spec_problems`, the mysql role's tasks/validate.yml), and the parts
-of an instance the mysql_backup and mysql_restore roles keep of it
-(`mysql_instance_parts`).
+"""Filters over the input of the three kinds: the problems of a MySQL object's spec that the
+role reports before it touches anything (`mysql_spec_problems`, the mysql role's
+tasks/validate.yml), of the strings any role hands to a Job (`mysql_value_problems`: a database,
+an image, a backup file, a Job's or a Secret's name; `mysql_target_problems`: the bucket
+settings), of a MySQLBackup's spec (`mysql_backup_problems`, the mysql_backup role's
+tasks/validate.yml), and the parts of an instance the mysql_backup and mysql_restore roles
+keep of it (`mysql_instance_parts`).
+
+A string that reaches a Job's command line (a database name the clients take, a file name, a
+bucket's settings) never starts with '-': the CRD's patterns refuse it, and these checks refuse
+it again where the CRD is not in front (a direct playbook run, a value read from an object's
+status or annotations, an object the API server keeps under an earlier schema).
 
 The checks are Python, not one Jinja expression, because they are a list of independent
 rules, each with its message: here each rule reads as one `if`, and the unit tests
@@ -20,7 +28,45 @@ from jinja2.filters import do_int
 # The CRD's own patterns (deploy/crd.yml), repeated for runs without the CRD in front.
 _NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
-_DATABASE = r"^[A-Za-z0-9_$-]{1,64}$"
+# never a leading '-': the Jobs' clients (mysql, mysqldump) would read the name as an option
+_DATABASE = r"^[A-Za-z0-9_$][A-Za-z0-9_$-]{0,63}$"
+# an image reference starts with a letter or a digit (its registry or its name)
+_IMAGE = r"^[A-Za-z0-9][^\s]{0,511}$"
+_FILE = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,248}[.]sql$"
+_JOB = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+_ENDPOINT = r"^https?://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?/?$"
+_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+_PREFIX = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$"
+_REGION = r"^[a-z0-9][a-z0-9-]{0,63}$"
+_LINEAGE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# kind of value -> (its pattern, what it must be, in the words of a problem)
+KINDS = {
+    "database": (_DATABASE, "1 to 64 letters, digits, '_', '-' or '$', not starting with '-'"),
+    "image": (_IMAGE, "an image reference: no spaces, starting with a letter or a digit, at"
+                      " most 512 characters"),
+    "file": (_FILE, "a backup file's name: letters, digits, '_', '.' and '-', ending in .sql,"
+                    " starting with a letter, a digit or '_'"),
+    "job": (_JOB, "a Job's name: a DNS label of at most 63 characters"),
+    "secret": (_SUBDOMAIN, "a Secret's name: a DNS subdomain"),
+    "endpoint": (_ENDPOINT, "an http:// or https:// URL of a host (and a port), nothing after it"),
+    "bucket": (_BUCKET, "a bucket's name: 3 to 63 lower-case letters, digits, '.' and '-'"),
+    "prefix": (_PREFIX, "names of letters, digits, '_', '.' and '-' separated by '/', each starting"
+                        " with a letter, a digit or '_'"),
+    "region": (_REGION, "lower-case letters, digits and '-', not starting with '-'"),
+    "lineage": (_LINEAGE, "an instance's <namespace>/<name>"),
+}
+# the bucket settings (mysql_backup_target's keys) that reach a Job, each with its kind, its
+# field under a MySQL object's spec.backup, and whether it may be empty
+_TARGET = (
+    ("endpoint", "endpoint", "s3.endpoint", False),
+    ("bucket", "bucket", "s3.bucket", False),
+    ("prefix", "prefix", "s3.prefix", False),
+    ("region", "region", "s3.region", False),
+    ("credentials_secret", "secret", "s3.credentialsSecret", False),
+    ("encryption_secret", "secret", "encryptionSecret", True),
+    ("instance", "lineage", "", False),
+)
 # a MySQLBackup's name (or latest, none), or a backup file's name in a bucket (<file>.sql),
 # or a point in time (RFC 3339)
 _RESTORE_FROM = (r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?|[A-Za-z0-9_][A-Za-z0-9_.-]*[.]sql"
@@ -35,13 +81,72 @@ def _matches(pattern: str, value: Any) -> bool:
     return re.search(pattern, str(value)) is not None
 
 
+def value_problems(checks: Any) -> list[str]:
+    """The problems of ``checks``, a list of [field, kind, value] (kind: a key of KINDS), each
+    naming its field; [] when every value is of its kind."""
+    problems = []
+    for field, kind, value in checks or []:
+        pattern, shape = KINDS[kind]
+        if not _matches(pattern, value if value is not None else ""):
+            problems.append(f"{field}: '{value}' must be {shape}.")
+    return problems
+
+
+def target_problems(target: Any, where: str, *, recorded: bool = False) -> list[str]:
+    """The problems of a bucket target (mysql_backup_target's dict; {}: none, no problem).
+    ``where`` holds the settings: a MySQL object's spec.backup (each problem names the field
+    under it), or with ``recorded`` the annotation of a backup record that keeps the target as
+    JSON (each problem names the key)."""
+    if not target:
+        return []
+    if not isinstance(target, dict):
+        return [f"{where}: must be the settings of a bucket (a JSON object)."]
+    checks = []
+    for key, kind, field, optional in _TARGET:
+        value = target.get(key)
+        # (a key a record's annotation does not have: nothing of it reaches a Job)
+        if key not in target or (optional and not value) or (key == "instance" and not recorded):
+            continue
+        checks.append([f"{where}.{key if recorded else field}", kind, value])
+    return value_problems(checks)
+
+
+def backup_problems(record: Any, *, file: Any, job: Any, image: Any, database: Any,
+                    target_field: str, recorded: bool) -> list[str]:
+    """Every problem of a MySQLBackup's input, each naming its field; [] when there is none.
+    ``file``, ``job``, ``image`` and ``database`` are its spec's as given ('' when unset);
+    ``record`` is what the role makes of them (mysql_backup_record: the file and Jobs it names,
+    the database and image from the spec, else the status, else the instance) and its bucket
+    target, whose settings ``target_field`` holds (``recorded``: the record's annotation)."""
+    record = record if isinstance(record, dict) else {}
+    problems = []
+    if not file and (job or image or database):
+        # the CRD's CEL rule, for API servers that do not evaluate it: without a file the role
+        # takes the backup itself, in the instance's image, with its root password
+        problems.append("spec.job, spec.image and spec.database describe spec.file and are set only"
+                        " with it: a backup taken now names spec.instance (and, if need be,"
+                        " spec.verify) alone.")
+    # the database and the image come from the status or the instance when the spec has none
+    inherited = " (from the status or the instance's spec)"
+    checks = [["spec.file", "file", record.get("file")],
+              ["spec.job", "job", record.get("dump_job")]]
+    if record.get("database"):
+        checks.append(["spec.database" + ("" if database else inherited), "database",
+                       record["database"]])
+    if record.get("image"):
+        checks.append(["spec.image" + ("" if image else inherited), "image", record["image"]])
+    return (problems + value_problems(checks)
+            + target_problems(record.get("target"), target_field, recorded=recorded))
+
+
 def spec_problems(name: Any, *, password_set: bool, ref_set: bool, storage_size: Any,
                   database: Any, schedule: Any, schedule_fires: bool, keep: Any,
-                  restore_from: Any, reserved_databases: Any = ()) -> list[str]:
+                  restore_from: Any, image: Any = None, reserved_databases: Any = ()) -> list[str]:
     """Every problem of a MySQL object's input, each naming its field, in the order of the
     spec; [] when there is none. ``keep`` is spec.backup.keep or None when unset;
-    ``restore_from`` as given (unset or empty means latest); ``reserved_databases``: the
-    names spec.database cannot take (the server's own schemas, the operator's)."""
+    ``restore_from`` as given (unset or empty means latest); ``image`` spec.image (None: not
+    checked); ``reserved_databases``: the names spec.database cannot take (the server's own
+    schemas, the operator's)."""
     problems = []
     if len(str(name)) > NAME_LIMIT or not _matches(_NAME, name):
         problems.append(f"metadata.name: '{name}' must be a DNS-1035 label of at most"
@@ -53,9 +158,9 @@ def spec_problems(name: Any, *, password_set: bool, ref_set: bool, storage_size:
     if not _matches(_QUANTITY, storage_size):
         problems.append(f"spec.storage_size: '{storage_size}' is not a Kubernetes quantity"
                         " such as 1Gi or 500Mi.")
-    if not _matches(_DATABASE, database):
-        problems.append(f"spec.database: '{database}' must be 1 to 64 letters, digits, '_',"
-                        " '-' or '$'.")
+    if image is not None:
+        problems += value_problems([["spec.image", "image", image]])
+    problems += value_problems([["spec.database", "database", database]])
     reserved = [str(d) for d in reserved_databases or ()]
     if str(database) in reserved:  # names are case-sensitive on Linux servers
         problems.append(f"spec.database: '{database}' is kept by the server or the operator"
@@ -106,5 +211,8 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "mysql_spec_problems": spec_problems,
+            "mysql_value_problems": value_problems,
+            "mysql_target_problems": target_problems,
+            "mysql_backup_problems": backup_problems,
             "mysql_instance_parts": instance_parts,
         }
