@@ -58,12 +58,21 @@ def test_the_credentials_reach_the_container_as_secret_references_only() -> None
     assert env["RCLONE_S3_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "creds", "key": "AWS_ACCESS_KEY_ID"}}
     assert env["RCLONE_S3_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "creds", "key": "AWS_SECRET_ACCESS_KEY"}}
     assert env["RCLONE_NO_CHECK_CERTIFICATE"] == "false"
-    assert container["securityContext"] == SECURITY
+    # its writes go to its volumes only (/tmp is the emptyDir objects-tmp)
+    assert container["securityContext"] == {**SECURITY, "readOnlyRootFilesystem": True}
+    assert {"name": "objects-tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert container["command"][:2] == ["/bin/sh", "-c"] and "MODE" in container["command"][2]
     assert {"name": "backup-key", "mountPath": "/keys", "readOnly": True} in container["volumeMounts"]
     key = next(v for v in objects.objects_volumes(target) if v["name"] == "backup-key")
     assert key["secret"]["secretName"] == "key"
     assert key["secret"]["items"] == [{"key": "identity", "path": "identity"}]
+
+
+def test_the_container_gets_the_resources_it_is_given() -> None:
+    target = objects.backup_target({"s3": {"endpoint": "http://e", "bucket": "b", "credentialsSecret": "c"}}, "n", "d")
+    wanted = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
+    assert objects.objects_container(target, "fetch", "x.sql", "tools", SECURITY, resources=wanted)["resources"] == wanted
+    assert "resources" not in objects.objects_container(target, "fetch", "x.sql", "tools", SECURITY)
 
 
 def test_a_scheduled_backup_is_named_after_its_job_and_a_prune_lists_its_files() -> None:
@@ -111,6 +120,13 @@ def test_archived_binary_logs_add_two_sidecars_that_share_one_scratch_volume() -
     names = {v["name"] for v in objects.archive_volumes(on)}
     mounted = {m["name"] for c in (rotate, archive) for m in c["volumeMounts"]} - {"data", "credentials"}
     assert mounted <= names
+    # both write to their pod's volumes only, and say what they may use
+    for sidecar in (rotate, archive):
+        assert sidecar["securityContext"] == {**SECURITY, "readOnlyRootFilesystem": True}
+        assert set(sidecar["resources"]) == {"requests", "limits"}
+        assert all(set(part) == {"cpu", "memory"} for part in sidecar["resources"].values())
+    assert {m["mountPath"]: m["name"] for m in rotate["volumeMounts"]}["/tmp"] == "rotate-tmp"
+    assert {m["mountPath"]: m["name"] for m in archive["volumeMounts"]}["/tmp"] == "objects-tmp"
 
 
 def test_both_restore_jobs_run_the_one_restore_script() -> None:

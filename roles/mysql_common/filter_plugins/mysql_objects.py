@@ -17,7 +17,9 @@ the dump. A restore or a verification from a bucket fetches the backup into the 
 scratch volume before the server image loads it. Python rather than Jinja: the spec comes
 camelCase from the object and snake_case from the SDK's extra vars, and the container is one
 dict of many parts. The credentials reach the container as Secret references only, never as
-values.
+values. Every container made here writes only to volumes of its pod (objects.sh's scratch
+space is the emptyDir objects-tmp at /tmp, binlog_rotate.sh's rotate-tmp): its image's own
+files are read-only (readOnlyRootFilesystem).
 """
 
 from __future__ import annotations
@@ -193,13 +195,15 @@ def backup_secret_problems(target: dict[str, Any], credentials: Any, encryption:
 def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positional
         target: dict[str, Any], mode: str, backup_file: Any, image: str,
         security_context: dict[str, Any], pull_policy: str = "IfNotPresent",
-        database: Any = "") -> dict[str, Any]:
+        database: Any = "", resources: Any = None) -> dict[str, Any]:
     """The container that runs files/objects.sh in MODE (ship, fetch or prune) for
     BACKUP_FILE (for prune, a list of files), the backup volume at /backup. An empty
     BACKUP_FILE is <the Job's name>.sql, as backup.sh names a scheduled backup. A fetch for a
     point in time also gets the restore's ``database`` (MYSQL_DATABASE) and the restoring
     instance (MYSQL_INSTANCE, <namespace>/<name>): it chooses among the backups of that
-    database, the instance's own first."""
+    database, the instance's own first. ``resources``: its requests and limits (a Job's:
+    mysql_common's mysql_objects_resources); ``security_context`` gets a read-only root
+    filesystem."""
     file_env: dict[str, Any] = {"name": "BACKUP_FILE", "value": str(backup_file or "")}
     lineage: list[dict[str, Any]] = []
     when = point_in_time(backup_file)
@@ -233,16 +237,24 @@ def objects_container(  # noqa: PLR0917 - a Jinja filter's arguments are positio
                                     {"name": "objects-tmp", "mountPath": _SCRATCH}]
     if target.get("encryption_secret"):
         mounts.append({"name": "backup-key", "mountPath": "/keys", "readOnly": True})
-    return {
+    container = {
         "name": "objects",
         "image": image,
         "imagePullPolicy": pull_policy,
-        "securityContext": security_context,
+        "securityContext": _read_only(security_context),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "command": ["/bin/sh", "-c", _SCRIPT.read_text(encoding="utf-8")],
         "env": env,
         "volumeMounts": mounts,
     }
+    if resources:
+        container["resources"] = dict(resources)
+    return container
+
+
+def _read_only(security_context: Any) -> dict[str, Any]:
+    """A container's security context with its image's files read-only."""
+    return {**(security_context or {}), "readOnlyRootFilesystem": True}
 
 
 def restore_script(_: Any = None) -> str:
@@ -269,17 +281,21 @@ def archive_containers(  # noqa: PLR0917 - a Jinja filter's arguments are positi
     archive["volumeMounts"] = [m for m in archive["volumeMounts"] if m["name"] != "backup"] + [
         {"name": "data", "mountPath": "/var/lib/mysql", "readOnly": True},
         {"name": "archive", "mountPath": "/archive", "readOnly": True}]
-    small = {"requests": {"cpu": "10m", "memory": "32Mi"}}
-    archive["resources"] = small
+    # limits too: with spec.resources' limits on the server, a namespace whose ResourceQuota
+    # counts limits admits the pod (zstd is the archive's CPU; the rotation's client reads a
+    # whole log's events at once)
+    sidecar = {"requests": {"cpu": "10m", "memory": "32Mi"},
+               "limits": {"cpu": "500m", "memory": "256Mi"}}
+    archive["resources"] = sidecar
     rotate = {
         "name": "binlog-rotate",
         "image": server_image,
         "imagePullPolicy": pull_policy,
-        "securityContext": security_context,
+        "securityContext": _read_only(security_context),
         "command": ["/bin/sh", "-c", _ROTATE_SCRIPT.read_text(encoding="utf-8")],
         "env": [seconds, {"name": "MYSQL_OPERATOR_PORT", "value": str(port)},
                 {"name": "MYSQL_OPERATOR_SCHEMA", "value": operator_schema}],
-        "resources": small,
+        "resources": sidecar,
         "volumeMounts": [{"name": "archive", "mountPath": "/archive"},
                          {"name": "credentials", "mountPath": "/etc/mysql-operator/credentials",
                           "readOnly": True},
