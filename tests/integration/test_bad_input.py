@@ -86,6 +86,8 @@ FIXED_BACKUP = "spec (instance, file, job, image, database, verify) is fixed onc
 FIXED_RESTORE = "spec (instance, backup, pointInTime) is fixed once set"
 ONE_SOURCE = "exactly one of spec.backup and spec.pointInTime must be set"
 FILE_FIELDS = "spec.job, spec.image and spec.database describe spec.file and are set only with it"
+# a bucket's settings the schema admits (the cases that change one of them)
+S3_GOOD = {"endpoint": "http://s3.example:9000", "bucket": "b", "credentialsSecret": "s3-creds"}
 # the first API server version whose CEL validation rules these tests take (GA since 1.29)
 CEL_VALIDATION = (1, 29)
 REFUSED = [
@@ -101,6 +103,7 @@ REFUSED = [
     Case("image-int", {"image": 84}, field="spec.image"),
     Case("image-list", {"image": ["mysql"]}, field="spec.image"),
     Case("image-missing", {"image": None}, field="spec.image"),
+    Case("image-dash", {"image": "-x"}, field="spec.image"),
     # database
     Case("db-empty", {"database": ""}, field="spec.database"),
     Case("db-huge", {"database": "d" * 65}, field="spec.database"),
@@ -113,6 +116,12 @@ REFUSED = [
     Case("db-unicode", {"database": "база"}, field="spec.database"),
     Case("db-int", {"database": 42}, field="spec.database"),
     Case("db-missing", {"database": None}, field="spec.database"),
+    # what the Jobs' clients would read as their own options: -h sent the Job's root login to
+    # that address, -e ran the statement as root; never a leading '-'
+    Case("db-option-host", {"database": "-hevil"}, field="spec.database"),
+    Case("db-option-execute", {"database": "-eSHUTDOWN"}, field="spec.database"),
+    Case("db-option-init-command", {"database": "--init-command=x"}, field="spec.database"),
+    Case("db-dash", {"database": "-"}, field="spec.database"),
     # password sources
     Case("pw-empty", {"password": ""}, field="spec.password"),
     Case("pw-huge", {"password": "p" * 129}, field="spec.password"),
@@ -145,6 +154,13 @@ REFUSED = [
     Case("keep-word", {"backup": {"keep": "all"}}, field="spec.backup.keep"),
     Case("schedule-words", {"backup": {"schedule": "every day"}}, field="spec.backup.schedule"),
     Case("schedule-traps", {"backup": {"schedule": traps("cron")}}, field="spec.backup.schedule"),
+    Case("schedule-dash", {"backup": {"schedule": "-1 * * * *"}}, field="spec.backup.schedule"),
+    # the bucket's settings, which the backup pods get: no leading '-' (nor '.' in the prefix)
+    Case("s3-prefix-dash", {"backup": {"s3": {**S3_GOOD, "prefix": "team/-x"}}}, field="spec.backup.s3.prefix"),
+    Case("s3-prefix-dots", {"backup": {"s3": {**S3_GOOD, "prefix": "../other/db"}}}, field="spec.backup.s3.prefix"),
+    Case("s3-region-dash", {"backup": {"s3": {**S3_GOOD, "region": "-x"}}}, field="spec.backup.s3.region"),
+    Case("s3-endpoint-dash", {"backup": {"s3": {**S3_GOOD, "endpoint": "http://-x:9000"}}},
+         field="spec.backup.s3.endpoint"),
     # server options: values of letters, digits and a few separators, never quotes or spaces
     Case("config-traps", {"config": {"sql_mode": traps("config")}}, field="spec.config.sql_mode"),
     Case("config-quote", {"config": {"sql_mode": "ANSI'; DROP TABLE x; --"}}, field="spec.config.sql_mode"),
@@ -312,6 +328,29 @@ WRITES = [
     Write("restore-neither", RESTORES, {"backup": None}, message=ONE_SOURCE),
     Write("restore-point", RESTORES, {"backup": None, "pointInTime": "2026-11-27T16:04:05+02:00"}),
 ]
+
+
+# A backup's record as the operator writes it, with a value its Jobs' clients would read as an
+# option of their own: refused by the schema's patterns (on every server), naming the field.
+BACKUP_REFUSED = [
+    Write("backup-db-host", BACKUPS, {**RECORDED, "database": "-hevil"}, message="spec.database"),
+    Write("backup-db-execute", BACKUPS, {**RECORDED, "database": "-eSHUTDOWN"}, message="spec.database"),
+    Write("backup-db-init-command", BACKUPS, {**RECORDED, "database": "--init-command=x"}, message="spec.database"),
+    Write("backup-image-dash", BACKUPS, {**RECORDED, "image": "-x"}, message="spec.image"),
+    Write("backup-file-dash", BACKUPS, {**RECORDED, "file": "-x.sql"}, message="spec.file"),
+]
+
+
+@pytest.mark.parametrize("write", BACKUP_REFUSED, ids=lambda w: w.id)
+def test_the_schema_refuses_a_backup_naming_the_field(cluster: harness.Cluster, op_namespace: str,
+                                                      write: Write) -> None:
+    oh.install_crd(cluster)
+    done = cluster.kubectl("create", "--validate=false", "-f", "-", stdin=json.dumps(write.body(op_namespace)),
+                           check=False)
+    assert done.returncode != 0, f"accepted: {write}"
+    assert write.message in done.stderr, done.stderr
+    assert executed() == []
+    figures.add("bad inputs refused")
 
 
 @pytest.mark.parametrize("write", WRITES, ids=lambda w: w.id)
