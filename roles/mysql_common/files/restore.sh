@@ -118,8 +118,10 @@ if [ -n "$logs" ] && [ "$logs" -gt 0 ]; then
   # ("# at N") and time ("#YYMMDD HH:MM:SS ... <type> ..."); a transaction starts at its GTID
   # event (MariaDB's and MySQL's alike); the logs' own bookkeeping events are not data.
   stop=$(printf '%s' "$STOP_DATETIME" | sed 's/^..\(..\)-\(..\)-\(..\) /\1\2\3 /')
+  # (and the GTID of the last transaction before the cut: the replay is done only once the
+  # throwaway server has applied it, or a damaged log could end it early without an error)
   : > "$work/relay.index"
-  n=0 cut=''
+  n=0 cut='' last=''
   sed 1d /backup/binlogs/replay > "$work/logs"
   while IFS= read -r log; do
     case "$log" in ''|*[!A-Za-z0-9._-]*|.*) fail "the replay list names '$log', not a binary log; the database was not touched" ;; esac
@@ -127,13 +129,32 @@ if [ -n "$logs" ] && [ "$logs" -gt 0 ]; then
     relay=$(printf 'relay.%06d' "$n")
     from=4
     [ "$n" -gt 1 ] || from=$start
-    at=$(mysqlbinlog --start-position="$from" "/backup/binlogs/$log" 2> "$work/scan.err" | awk -v stop="$stop" '
+    mysqlbinlog --start-position="$from" "/backup/binlogs/$log" 2> "$work/scan.err" | awk -v stop="$stop" '
       /^# at [0-9]+$/ { pos = $3; next }
+      /^SET @@SESSION.GTID_NEXT= \047/ {
+        g = $0; sub(/^SET @@SESSION.GTID_NEXT= \047/, "", g); sub(/\047.*$/, "", g)
+        if (intrx && g != "ANONYMOUS" && g != "AUTOMATIC") gtid = g
+        next
+      }
       /^#[0-9][0-9][0-9][0-9][0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9] / {
         if ($0 ~ /(Rotate|Format_desc|Start: binlog|Previous-GTIDs|Previous_gtids|Gtid_list|Binlog_checkpoint|Stop)/) next
-        if ($0 ~ /[ \t](GTID|Gtid|Anonymous_GTID)([ \t]|$)/) trx = pos
-        if (substr($1, 2) " " $2 >= stop) { print (trx != "" ? trx : pos); exit }
-      }')
+        if ($0 ~ /[ \t](GTID|Gtid|Anonymous_GTID)([ \t]|$)/) {
+          if (intrx) done = gtid
+          intrx = 1; trx = pos; gtid = ""
+          if (match($0, / GTID [0-9]+-[0-9]+-[0-9]+/)) gtid = substr($0, RSTART + 6, RLENGTH - 6)
+        }
+        if (substr($1, 2) " " $2 >= stop) { print "cut " (trx != "" ? trx : pos); cut = 1; exit }
+      }
+      END {
+        if (!cut && intrx) done = gtid
+        if (done != "") print "last " done
+      }' > "$work/scan" || fail "could not read $log: $(tail -n 2 "$work/scan.err" | tr '\n' ' '); the database was not touched"
+    # (mysqlbinlog's own exit is lost in the pipe: what it says is read instead)
+    ! grep -q -e '^ERROR' "$work/scan.err" \
+      || fail "mysqlbinlog could not read $log: $(grep -m 1 '^ERROR' "$work/scan.err"); the database was not touched"
+    at=$(sed -n 's/^cut //p' "$work/scan")
+    found=$(sed -n 's/^last //p' "$work/scan")
+    [ -z "$found" ] || last=$found
     if [ -n "$at" ]; then
       head -c "$at" "/backup/binlogs/$log" > "/var/lib/mysql/$relay"
       cut="$log:$at"
@@ -171,6 +192,14 @@ if [ -n "$logs" ] && [ "$logs" -gt 0 ]; then
     previous=$now
     sleep 1
   done
+  case "$last" in
+    '') applied=1 ;;
+    *[!0-9-]*)
+      case "$last" in *[!0-9A-Fa-f:-]*) fail "the logs name the transaction '$last', not a GTID; the database was not touched" ;; esac
+      applied=$(scratch -N -B --execute="SELECT GTID_SUBSET('$last', @@GLOBAL.gtid_executed)") ;;
+    *) applied=$(scratch -N -B --execute="SELECT FIND_IN_SET('$last', REPLACE(@@GLOBAL.gtid_slave_pos, ' ', '')) > 0") ;;
+  esac
+  [ "$applied" = 1 ] || fail "the replay ended before transaction $last, the last one before $STOP_DATETIME UTC (a log is damaged?); the database was not touched"
   scratch_dump "$work/replayed.sql" 2> "$work/dump.err" \
     || fail "could not dump the replayed database: $(tail -n 2 "$work/dump.err" | tr '\n' ' '); the database was not touched"
   trailer_ok "$work/replayed.sql" || fail "the dump of the replayed database has no completion trailer; the database was not touched"
