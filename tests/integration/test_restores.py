@@ -6,7 +6,8 @@ the load and past a dozen logs and more (the sequence crosses .000009 -> .000010
 
 - A MySQLRestore to a second T1 of the load brings back every row acknowledged at or before
   T1 and none started after it (the chosen second is included whole: binary-log events carry
-  whole seconds).
+  whole seconds); an ALTER TABLE of the database run from another database's session is
+  replayed, a DROP TABLE of another database's table run from this one's is not.
 - After more writes, a second MySQLRestore to T2 replays from the same backup across the
   first restore (its DROP, CREATE and load are in the logs): the rows of T1 and those written
   after the first restore up to T2. On MariaDB the instance runs with gtid_strict_mode on.
@@ -131,6 +132,12 @@ def server_pod(cluster: harness.Cluster, ns: str, name: str) -> str:
 def sql(cluster: harness.Cluster, ns: str, name: str, statement: str) -> str:
     return cluster.kubectl("-n", ns, "exec", server_pod(cluster, ns, name), "-c", "mysql", "--", "mysql",
                            "-uroot", f"-p{PASSWORD}", "-N", "-B", DATABASE, "-e", statement, timeout=300).stdout
+
+
+def sql_in(cluster: harness.Cluster, ns: str, name: str, database: str, statement: str) -> str:
+    """`statement` in a session whose default database is `database`."""
+    return cluster.kubectl("-n", ns, "exec", server_pod(cluster, ns, name), "-c", "mysql", "--", "mysql",
+                           "-uroot", f"-p{PASSWORD}", "-N", "-B", database, "-e", statement, timeout=300).stdout
 
 
 def rows(cluster: harness.Cluster, ns: str, name: str) -> set[int]:
@@ -261,21 +268,35 @@ class Flow:
             m.cluster.kubectl("-n", m.ns, "patch", "mysqls.otus.homework", name, "--type=merge",
                               "-p", json.dumps({"spec": {"password": password}}))
             oh.wait_successful(m.cluster, m.ns, name, m.operator)
+        sql(m.cluster, m.ns, name, "CREATE DATABASE IF NOT EXISTS side; CREATE TABLE side.x (id INT)")
         loader = threading.Thread(target=write, args=(m.cluster, m.ns, name, 1, LOAD_SECONDS, self.first))
         loader.start()
         time.sleep(8)
         take_backup(m, f"{name}-base", name)
+        # statements on another database than the session's: the replay must take the first
+        # (it changes the database's table) and leave the second (it is another database's)
+        sql_in(m.cluster, m.ns, name, "side", f"ALTER TABLE `{DATABASE}`.acks ADD COLUMN note VARCHAR(8) DEFAULT 'kept'")
+        sql(m.cluster, m.ns, name, "DROP TABLE side.x")
         loader.join()
         assert self.first.done and all(w.ack for w in self.first.done), [w for w in self.first.done if not w.ack][:5]
         self.logs = archived_logs(m, self.prefix, self.server_id)
+        sequences = [int(found[1]) for log in self.logs if (found := re.match(r"mysql-bin[.](\d+)-", log))]
+        assert len(self.logs) >= 12 and max(sequences) >= 10, self.logs  # past .000009 -> .000010
 
     def in_place(self) -> None:
         """A MySQLRestore to a second near the end of the load."""
         m, name = self.m, self.name
         self.t1 = int(self.first.done[-1].ack or 0) - 8
         wait_archived_past(m, self.prefix, self.server_id, self.t1)
+        sql(m.cluster, m.ns, name, "CREATE TABLE side.x (id INT)")  # the live server's, after the drop
         done = restore(m, f"{name}-r1", {"instance": name, "pointInTime": utc(self.t1)})
         assert done["state"] == "Complete", done
+        columns = sql(m.cluster, m.ns, name, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE "
+                                             f"TABLE_SCHEMA = '{DATABASE}' AND TABLE_NAME = 'acks'").split()
+        assert "note" in columns, columns  # the ALTER run from the side database was replayed
+        side = sql(m.cluster, m.ns, name, "SELECT COUNT(*) FROM information_schema.TABLES "
+                                          "WHERE TABLE_SCHEMA = 'side' AND TABLE_NAME = 'x'").strip()
+        assert side == "1", "the replay dropped side.x, another database's table"
         replayed = re.search(r"binlogs=(\d+)", done.get("jobMessage", ""))
         assert replayed and int(replayed[1]) >= 8, done
         back = assert_point(rows(m.cluster, m.ns, name), self.first, self.t1, f"{name} restored to {utc(self.t1)}")
