@@ -138,7 +138,7 @@ def freeze_apiserver(what: str) -> None:
 
 def client_of(argv: list[str], host: str, program: str) -> bool:
     """Whether `argv` is `program` (mysql, mysqldump) connecting to `host` (the scripts' -h)."""
-    return bool(argv) and Path(argv[0]).name == program and host in argv
+    return bool(argv) and Path(argv[0]).name == program and oh.client_host(argv) == host
 
 
 def server_pid(pod: dict[str, Any]) -> int | None:
@@ -182,7 +182,7 @@ def kill_servers_during(cluster: harness.Cluster, ns: str, program: str,
         for pid, argv in oh.processes():
             client = next((n for n, host in hosts.items() if n not in seen and client_of(argv, host, program)), None)
             pod = pods.get(client) if client else None
-            if client is None or pod is None or "-e" in argv or not in_progress[client](pid):
+            if client is None or pod is None or oh.runs_a_statement(argv) or not in_progress[client](pid):
                 continue
             server = server_pid(pod)
             now = in_progress[client](pid)  # again, right before the kill: still mid-way
@@ -220,7 +220,10 @@ def load_in_progress(ns: str, name: str) -> Callable[[int], str]:
         except OSError:
             return ""
         position = int(next(line.split()[1] for line in info.splitlines() if line.startswith("pos:")))
-        size = (oh.backup_dir(ns, name) / Path(target).name).stat().st_size
+        backup = oh.backup_dir(ns, name) / Path(target).name
+        if not target.startswith("/backup/") or not backup.is_file():
+            return ""  # (the restore's safety copy, or no file at all)
+        size = backup.stat().st_size
         return f"{Path(target).name} at {position} of {size} bytes" if 1 << 20 < position < size - (1 << 20) else ""
     return check
 

@@ -242,6 +242,25 @@ def processes() -> Iterator[tuple[int, list[str]]]:
             yield int(entry.name), [arg.decode(errors="replace") for arg in argv if arg]
 
 
+def client_host(argv: list[str]) -> str | None:
+    """The server a mysql/mysqldump command line connects to (`--host=h`, `-h h` or `-hh`)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--host="):
+            return arg[len("--host="):]
+        if arg == "-h" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("-h") and len(arg) > 2 and not arg.startswith("--"):
+            return arg[2:]
+    return None
+
+
+def runs_a_statement(argv: list[str]) -> bool:
+    """Whether a mysql command line runs a statement of its own (`--execute=`, `-e`) rather
+    than reading its standard input (a dump being loaded)."""
+    return any(arg == "-e" or arg.startswith("--execute") or (arg.startswith("-e") and not arg.startswith("--"))
+               for arg in argv[1:])
+
+
 def install_crd(cluster: harness.Cluster) -> None:
     cluster.install_crd(REPO / "deploy" / "crd.yml")
 

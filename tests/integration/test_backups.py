@@ -194,7 +194,8 @@ def kill_dump_mid_way(ns: str, name: str, timeout: float = 150) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pid, argv in oh.processes():
-            if not (argv and Path(argv[0]).name == "mysqldump" and host in argv and "--help" not in argv):
+            if not (argv and Path(argv[0]).name == "mysqldump" and oh.client_host(argv) == host
+                    and "--help" not in argv):
                 continue
             partials = [p for p in oh.backup_dir(ns, name).glob(".*.sql.partial") if p.stat().st_size > 1 << 18]
             if not partials:
@@ -568,7 +569,8 @@ def kill_verifying_server(ns: str, name: str, file: str, timeout: float = 300) -
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pid, argv in oh.processes():
-            if not argv or Path(argv[0]).name not in ("mysql", "mariadb") or "127.0.0.1" not in argv:
+            if (not argv or Path(argv[0]).name not in ("mysql", "mariadb") or oh.client_host(argv) != "127.0.0.1"
+                    or oh.runs_a_statement(argv)):
                 continue
             try:
                 target = os.readlink(f"/proc/{pid}/fd/0")
