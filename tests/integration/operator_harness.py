@@ -557,3 +557,42 @@ def backup_meeting_ddl(cluster: harness.Cluster, namespace: str, instance: str, 
         cluster.kubectl("-n", namespace, "exec", pod, "-c", "mysql", "--", "touch", stop, check=False)
         rebuilder.wait(timeout=60)
     raise AssertionError(f"none of three dumps of {instance} met the rebuilds")
+
+
+def account_token(cluster: harness.Cluster, namespace: str, account: str) -> str:
+    """A token of the ServiceAccount `account`: from the TokenRequest API (`kubectl create
+    token`, kubectl 1.24+), else from the token Secret that Kubernetes up to 1.23 creates."""
+    requested = cluster.kubectl("-n", namespace, "create", "token", account, "--duration=1h", check=False)
+    if requested.returncode == 0:
+        return requested.stdout.strip()
+
+    def token_secret() -> bool:
+        return bool(cluster.get("-n", namespace, "serviceaccount", account).get("secrets"))
+    cluster.wait_for(token_secret, timeout=60, what=f"the token Secret of {namespace}/{account}", interval=0.3)
+    secret = cluster.get("-n", namespace, "serviceaccount", account)["secrets"][0]["name"]
+    return base64.b64decode(cluster.get("-n", namespace, "secret", secret)["data"]["token"]).decode()
+
+
+def service_account_kubeconfig(cluster: harness.Cluster, namespace: str, account: str,
+                               path: Path) -> harness.Cluster:
+    """A kubeconfig at `path` that authenticates as the ServiceAccount `account` with a token
+    of its own, with the server and CA of the cluster's kubeconfig (its current context)."""
+    token = account_token(cluster, namespace, account)
+    admin_path = Path(cluster.kubeconfig)
+    admin = yaml.safe_load(admin_path.read_text())
+    context = next(c["context"] for c in admin["contexts"] if c["name"] == admin["current-context"])
+    server = next(c["cluster"] for c in admin["clusters"] if c["name"] == context["cluster"])
+    ca = {key: server[key] for key in ("certificate-authority-data", "insecure-skip-tls-verify") if key in server}
+    if "certificate-authority" in server:  # a path, relative to the kubeconfig's directory
+        ca["certificate-authority"] = str(admin_path.parent / server["certificate-authority"])
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": {"server": server["server"], **ca}}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "cluster", "user": account,
+                                                   "namespace": namespace}}],
+        "current-context": account,
+    }
+    path.touch(mode=0o600)
+    path.write_text(yaml.safe_dump(config))
+    return harness.Cluster(kubeconfig=str(path), kubectl_bin=cluster.kubectl_bin, local=cluster.local)

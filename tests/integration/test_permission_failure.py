@@ -16,7 +16,6 @@ user sees when a role asks for more.
 
 from __future__ import annotations
 
-import base64
 import datetime
 import json
 import shutil
@@ -109,44 +108,6 @@ def rbac_objects(cluster: harness.Cluster, namespace: str) -> list[dict[str, Any
     return objects
 
 
-def account_token(cluster: harness.Cluster, namespace: str) -> str:
-    """A token of the ServiceAccount: from the TokenRequest API (`kubectl create token`, kubectl
-    1.24+), else from the token Secret that Kubernetes up to 1.23 creates (the local cluster)."""
-    requested = cluster.kubectl("-n", namespace, "create", "token", ACCOUNT, "--duration=1h", check=False)
-    if requested.returncode == 0:
-        return requested.stdout.strip()
-
-    def token_secret() -> bool:
-        return bool(cluster.get("-n", namespace, "serviceaccount", ACCOUNT).get("secrets"))
-    cluster.wait_for(token_secret, timeout=60, what=f"the token Secret of {namespace}/{ACCOUNT}", interval=0.3)
-    secret = cluster.get("-n", namespace, "serviceaccount", ACCOUNT)["secrets"][0]["name"]
-    return base64.b64decode(cluster.get("-n", namespace, "secret", secret)["data"]["token"]).decode()
-
-
-def service_account_kubeconfig(cluster: harness.Cluster, namespace: str, path: Path) -> harness.Cluster:
-    """A kubeconfig at `path` that authenticates as the ServiceAccount, with the server and
-    CA of the cluster's kubeconfig (its current context)."""
-    token = account_token(cluster, namespace)
-    admin_path = Path(cluster.kubeconfig)
-    admin = yaml.safe_load(admin_path.read_text())
-    context = next(c["context"] for c in admin["contexts"] if c["name"] == admin["current-context"])
-    server = next(c["cluster"] for c in admin["clusters"] if c["name"] == context["cluster"])
-    ca = {key: server[key] for key in ("certificate-authority-data", "insecure-skip-tls-verify") if key in server}
-    if "certificate-authority" in server:  # a path, relative to the kubeconfig's directory
-        ca["certificate-authority"] = str(admin_path.parent / server["certificate-authority"])
-    config = {
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "cluster", "cluster": {"server": server["server"], **ca}}],
-        "users": [{"name": ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": ACCOUNT, "context": {"cluster": "cluster", "user": ACCOUNT,
-                                                   "namespace": namespace}}],
-        "current-context": ACCOUNT,
-    }
-    path.touch(mode=0o600)
-    path.write_text(yaml.safe_dump(config))
-    return harness.Cluster(kubeconfig=str(path), kubectl_bin=cluster.kubectl_bin, local=cluster.local)
-
-
 def edited_watches(tmp_path: Path) -> Path:
     """A watches file mapping MySQL to a copy of roles/mysql with the added task (beside the
     role it depends on, mysql_common). No finalizer (the object goes with its namespace) and no
@@ -192,7 +153,7 @@ def test_a_role_that_oversteps_its_rbac_fails_naming_the_permission(
     password = f"perm-pw-{uuid.uuid4().hex[:12]}"
     cluster.kubectl("-n", ns, "create", "secret", "generic", "overstep-password",
                     f"--from-literal=password={password}")
-    as_account = service_account_kubeconfig(cluster, ns, tmp_path / "kubeconfig")
+    as_account = oh.service_account_kubeconfig(cluster, ns, ACCOUNT, tmp_path / "kubeconfig")
     operator = oh.start_operator(as_account, ns, tmp_path / "operator", watches=edited_watches(tmp_path))
     try:
         cluster.apply(json.dumps({

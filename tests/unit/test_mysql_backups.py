@@ -208,3 +208,118 @@ def test_latest_is_not_loaded_into_another_database() -> None:
     assert backups.latest_backup_problem("otus-1.sql", "otus", "otus", claim, annotation) == ""
     assert backups.latest_backup_problem("otus-1.sql", "", "shop", claim, annotation) == ""
     assert backups.latest_backup_problem("", "otus", "shop", claim, annotation) == ""
+
+
+KEYS = {"job": "otus.homework/job", "backup_file": "otus.homework/backup-file",
+        "backup_target": "otus.homework/backup-target"}
+INSTANCE_SPEC = {"database": "shop", "image": "mysql:8.4"}
+TARGET = {"bucket": "ours", "url": "s3://ours/ns/db"}
+
+
+def job(name: str, *, cronjob: str = "", file: str = "", instance: str = "db",
+        database: str = "shop", image: str = "mysql:8.4") -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/instance": instance}}
+    if cronjob:
+        metadata["ownerReferences"] = [{"kind": "CronJob", "name": cronjob}]
+        metadata["labels"]["otus.homework/job"] = "scheduled-backup"
+    else:
+        metadata["labels"]["otus.homework/job"] = "backup"
+        metadata["annotations"] = {"otus.homework/backup-file": file}
+    container = {"name": "backup", "image": image, "env": [{"name": "MYSQL_DATABASE", "value": database}]}
+    return {"metadata": metadata, "spec": {"template": {"spec": {"containers": [container]}}}}
+
+
+def facts(obj: dict[str, Any], proof: dict[str, Any] | None = None) -> dict[str, Any]:
+    return backups.facts(obj, job=proof or {}, instance_spec=INSTANCE_SPEC, instance_target=TARGET,
+                         cronjob="db-bk", keys=KEYS)
+
+
+def tenant_record(name: str = "r", **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"instance": "db", **spec}}
+
+
+def test_a_backup_taken_now_takes_the_instances_database_image_and_bucket() -> None:
+    found = facts(tenant_record("now"))
+    assert found == {"origin": "on-demand", "file": "now.sql", "job": "now-dump", "database": "shop",
+                     "image": "mysql:8.4", "target": TARGET, "attested": False, "problem": ""}
+
+
+def test_what_the_status_states_stands_whatever_the_spec_says() -> None:
+    obj = tenant_record("bk", file="other.sql", image="evil:1", database="other")
+    obj["status"] = {"file": "bk.sql", "origin": "operator", "job": "db-backup", "database": "shop",
+                     "image": "mysql:8.0", "target": {"bucket": "kept"}}
+    found = facts(obj)
+    assert (found["file"], found["image"], found["database"], found["target"], found["attested"]) == (
+        "bk.sql", "mysql:8.0", "shop", {"bucket": "kept"}, True)
+
+
+def test_a_status_from_before_the_target_was_kept_takes_the_instances_bucket() -> None:
+    obj = tenant_record("bk")
+    obj["status"] = {"file": "bk.sql", "origin": "on-demand", "database": "shop", "image": "mysql:8.4"}
+    assert facts(obj)["target"] == TARGET
+
+
+@pytest.mark.parametrize("spec", [
+    {"file": "db-20261128t120000z.sql"},  # no Job named
+    {"file": "db-bk-1.sql", "job": "db-bk-1"},  # the Job does not exist
+])
+def test_a_file_no_job_of_the_operator_wrote_is_refused_naming_spec_file(spec: dict[str, Any]) -> None:
+    found = facts(tenant_record(**spec))
+    assert found["problem"].startswith(f"spec.file: '{spec['file']}' is not a backup the operator took")
+    assert (found["file"], found["image"], found["target"]) == ("", "", {})
+
+
+def test_a_scheduled_jobs_file_is_the_operators_with_the_jobs_database_and_image() -> None:
+    obj = tenant_record("db-bk-29001", file="db-bk-29001.sql", job="db-bk-29001",
+                        database="other", image="evil:1")
+    found = facts(obj, job("db-bk-29001", cronjob="db-bk", database="shop", image="mysql:8.0"))
+    assert found == {"origin": "schedule", "file": "db-bk-29001.sql", "job": "db-bk-29001",
+                     "database": "shop", "image": "mysql:8.0", "target": TARGET, "attested": False,
+                     "problem": ""}
+
+
+def test_a_deletions_file_is_the_operators_when_its_job_names_it() -> None:
+    found = facts(tenant_record("db-x", file="db-x.sql", job="db-backup"), job("db-backup", file="db-x.sql"))
+    assert (found["origin"], found["file"], found["problem"]) == ("operator", "db-x.sql", "")
+
+
+@pytest.mark.parametrize(("spec", "proof"), [
+    # a real backup's file named by a record of the tenant's, with the deletion Job
+    ({"file": "db-older.sql", "job": "db-backup"}, job("db-backup", file="db-x.sql")),
+    # another CronJob's Job (another instance's), or its file under another name
+    ({"file": "other-bk-1.sql", "job": "other-bk-1"}, job("other-bk-1", cronjob="other-bk", instance="other")),
+    ({"file": "db-bk-2.sql", "job": "db-bk-1"}, job("db-bk-1", cronjob="db-bk")),
+    # a Job of the instance that is neither
+    ({"file": "x.sql", "job": "db-rotate"}, {"metadata": {"name": "db-rotate",
+                                                          "labels": {"app.kubernetes.io/instance": "db"}}}),
+])
+def test_a_job_that_does_not_prove_the_file_refuses_it(spec: dict[str, Any], proof: dict[str, Any]) -> None:
+    assert facts(tenant_record(**spec), proof)["problem"].startswith("spec.file:")
+
+
+def test_a_bucket_in_an_annotation_is_refused_unless_the_status_states_the_backup() -> None:
+    obj = tenant_record("now")
+    obj["metadata"]["annotations"] = {"otus.homework/backup-target": '{"bucket": "theirs"}'}
+    found = facts(obj)
+    assert found["problem"].startswith("metadata.annotations['otus.homework/backup-target']")
+    assert found["target"] == {}
+    obj["status"] = {"file": "now.sql", "origin": "on-demand", "target": TARGET}
+    assert facts(obj)["target"] == TARGET and facts(obj)["problem"] == ""
+
+
+def test_retention_and_the_latest_see_only_what_the_operator_states() -> None:
+    real = record("real", "2026-01-01T00:00:00Z")
+    forged = tenant_record("forged", file="real.sql")
+    forged["status"] = {"state": "Complete", "conditions": [{"type": "Verified", "status": "False"}]}
+    ordered = backups.by_age([real, forged], "", "", {}, {})
+    assert names(ordered) == ["real"]
+    assert backups.excess(ordered, 1, []) == []
+
+
+def test_the_running_record_counts_with_this_runs_facts() -> None:
+    running = tenant_record("now")
+    ordered = backups.by_age([running, record("old", "2026-01-01T00:00:00Z")], "now", "Complete",
+                             {"type": "Verified", "status": "True"}, {"completionTime": "2026-01-02T00:00:00Z"},
+                             this_facts={"origin": "on-demand", "file": "now.sql", "database": "shop",
+                                         "job": "now-dump"})
+    assert [(r["name"], r["file"], r["job"]) for r in ordered] == [("now", "now.sql", ""), ("old", "old.sql", "")]

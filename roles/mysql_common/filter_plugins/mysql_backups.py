@@ -5,7 +5,8 @@ as retention sees them (`mysql_backup_by_age`), the one to name the latest
 (`mysql_latest_backup_problem`), those retention removes (`mysql_backup_excess`), the backup part of
 an instance's status (`mysql_backup_status`), the instance's Archived condition from it
 (`mysql_archive_condition`), a record's Verified condition
-(`mysql_backup_verified_condition`) and when a cron schedule fires next (`mysql_cron_next`).
+(`mysql_backup_verified_condition`), when a cron schedule fires next (`mysql_cron_next`) and
+what a record's backup is, from where only the operator writes (`mysql_backup_facts`).
 
 One file, because they share what makes a record good, bad or still running (`_settled`,
 the Verified reasons); unit tests: tests/unit/test_mysql_backups.py.
@@ -50,18 +51,110 @@ def _settled(state: str, verified: Any) -> bool:
         or verified.get("reason") in UNVERIFIED_REASONS))
 
 
-def by_age(records: Any, name: str, state: str, verified: Any, dump: Any) -> list[dict[str, Any]]:
+_REFUSED = {"origin": "refused", "file": "", "job": "", "database": "", "image": "", "target": {},
+            "attested": False}
+
+
+def facts(record: Any, *, job: Any, instance_spec: Any, instance_target: Any, cronjob: str,
+          keys: Any) -> dict[str, Any]:
+    """What a MySQLBackup ``record``'s backup is: {origin, file, job, database, image, target,
+    attested, problem}, from where only the operator writes. A tenant may write a record's
+    spec and annotations but not its status (the status subresource) nor Jobs, so:
+
+    - a status that names a file was written by the operator: its facts stand (a status
+      from before the target was kept in it takes the instance's bucket);
+    - a spec.file is the operator's only when ``job`` (the Job spec.job names, read by the
+      role; {} when there is none) proves it: the backup CronJob's Job (``cronjob``) that
+      writes <Job name>.sql, or the Job of a backup at deletion whose annotation
+      (keys.backup_file) names spec.file; both of spec.instance. The database and the image
+      are that Job's, the bucket the instance's. Anything else is refused (``problem``), as is
+      a bucket named in the record's annotation (keys.backup_target), which only the status
+      states;
+    - without a file it is a backup to take now: <name>.sql by Job <name>-dump, of the
+      instance's database, in its image, to its bucket.
+    spec.database, spec.image and the annotation are never read as facts."""
+    record = record if isinstance(record, dict) else {}
+    metadata, spec = record.get("metadata") or {}, record.get("spec") or {}
+    status = record.get("status") or {}
+    keys = keys if isinstance(keys, dict) else {}
+    instance_spec = instance_spec if isinstance(instance_spec, dict) else {}
+    target = instance_target if isinstance(instance_target, dict) else {}
+    name, instance = str(metadata.get("name") or ""), str(spec.get("instance") or "")
+    if status.get("file"):
+        kept = status.get("target")
+        origin = status.get("origin") or ("schedule" if status.get("job") else "on-demand")
+        return {"origin": str(origin), "file": str(status["file"]),
+                "job": str(status.get("job") or f"{name}-dump"),
+                "database": str(status.get("database") or instance_spec.get("database") or ""),
+                "image": str(status.get("image") or instance_spec.get("image") or ""),
+                "target": kept if isinstance(kept, dict) else target,
+                "attested": True, "problem": ""}
+    annotation = keys.get("backup_target", "")
+    if annotation in (metadata.get("annotations") or {}):
+        return {**_REFUSED,
+                "problem": (f"metadata.annotations['{annotation}']: the bucket a backup goes to is"
+                            " the instance's spec.backup.s3, which only the operator records; a"
+                            " MySQLBackup does not choose it. Remove the annotation.")}
+    file = str(spec.get("file") or "")
+    if not file:
+        return {"origin": "on-demand", "file": f"{name}.sql", "job": f"{name}-dump",
+                "database": str(instance_spec.get("database") or ""),
+                "image": str(instance_spec.get("image") or ""), "target": target,
+                "attested": False, "problem": ""}
+    job = job if isinstance(job, dict) else {}
+    job_meta = job.get("metadata") or {}
+    job_name = str(job_meta.get("name") or "")
+    labels, annotations = job_meta.get("labels") or {}, job_meta.get("annotations") or {}
+    owners = [o for o in job_meta.get("ownerReferences") or [] if isinstance(o, dict)]
+    scheduled = (any(o.get("kind") == "CronJob" and o.get("name") == cronjob for o in owners)
+                 and file == f"{job_name}.sql")
+    at_deletion = (labels.get(keys.get("job", "")) == "backup"
+                   and annotations.get(keys.get("backup_file", "")) == file)
+    ours = bool(job_name) and job_name == spec.get("job") and (
+        labels.get("app.kubernetes.io/instance") == instance and (scheduled or at_deletion))
+    if not ours:
+        return {**_REFUSED,
+                "problem": (f"spec.file: '{file}' is not a backup the operator took: a record"
+                            " with a file is the operator's record of a scheduled Job's or a"
+                            " deletion's"
+                            f" backup, and spec.job must name that Job of MySQL '{instance}'"
+                            f" ({'it names none' if not spec.get('job') else 'it does not'})."
+                            " To take a backup now, name spec.instance alone.")}
+    containers = ((((job.get("spec") or {}).get("template") or {}).get("spec") or {})
+                  .get("containers") or [])
+    dumper = next((c for c in containers if isinstance(c, dict) and c.get("name") == "backup"),
+                  {})
+    env = {e.get("name"): e.get("value") for e in dumper.get("env") or []
+           if isinstance(e, dict)}
+    return {"origin": "schedule" if scheduled else "operator", "file": file, "job": job_name,
+            "database": str(env.get("MYSQL_DATABASE") or ""),
+            "image": str(dumper.get("image") or ""),
+            "target": target, "attested": False, "problem": ""}
+
+
+def by_age(records: Any, name: str, state: str, verified: Any, dump: Any, *,
+           this_facts: Any = None) -> list[dict[str, Any]]:
     """The instance's backup records, newest first, as {name, file, database, job, good,
     running, pruning, completionTime} (job: the scheduled Job it records, or ""). Running:
     not settled (its dump or its verification is under way): neither good nor bad, never
     pruned. The record of the running reconciliation (``name``) is taken with this run's
-    ``state``, Verified condition and dump outcome: its status is not written yet."""
+    ``state``, Verified condition, dump outcome and facts (``this_facts``, mysql_backup_facts):
+    its status is not written yet. Another record counts only once its status names its file:
+    what the operator states (a record a tenant wrote is neither kept, chosen nor pruned)."""
     result = []
     for record in records or []:
         metadata = record.get("metadata") or {}
-        spec, status = record.get("spec") or {}, record.get("status") or {}
+        status = record.get("status") or {}
         record_name = str(metadata.get("name"))
         this = record_name == name
+        if this and isinstance(this_facts, dict):
+            scheduled = this_facts.get("origin") == "schedule"
+            status = {**status, "file": this_facts.get("file"),
+                      "database": this_facts.get("database"),
+                      "job": this_facts.get("job") if scheduled else "",
+                      "origin": this_facts.get("origin")}
+        if not status.get("file"):
+            continue
         record_state = state if this else str(status.get("state") or "")
         record_verified = (verified or {}) if this else _verified(record)
         settled = _settled(record_state, record_verified)
@@ -69,9 +162,9 @@ def by_age(records: Any, name: str, state: str, verified: Any, dump: Any) -> lis
                     or status.get("completionTime"))
         result.append({
             "name": record_name,
-            "file": str(status.get("file") or spec.get("file") or record_name + ".sql"),
-            "database": str(status.get("database") or spec.get("database") or ""),
-            "job": str(spec.get("job") or ""),
+            "file": str(status["file"]),
+            "database": str(status.get("database") or ""),
+            "job": str(status.get("job") or "") if status.get("origin") == "schedule" else "",
             "good": (settled and record_state == "Complete"
                      and record_verified.get("status") != "False"),
             "running": not settled,
@@ -285,6 +378,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "mysql_backup_by_age": by_age,
+            "mysql_backup_facts": facts,
             "mysql_backup_excess": excess,
             "mysql_backup_latest": latest,
             "mysql_latest_backup_problem": latest_backup_problem,

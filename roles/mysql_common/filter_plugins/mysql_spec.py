@@ -95,7 +95,7 @@ def value_problems(checks: Any) -> list[str]:
 def target_problems(target: Any, where: str, *, recorded: bool = False) -> list[str]:
     """The problems of a bucket target (mysql_backup_target's dict; {}: none, no problem).
     ``where`` holds the settings: a MySQL object's spec.backup (each problem names the field
-    under it), or with ``recorded`` the annotation of a backup record that keeps the target as
+    under it), or with ``recorded`` the status of a backup record that keeps the target as
     JSON (each problem names the key)."""
     if not target:
         return []
@@ -104,7 +104,7 @@ def target_problems(target: Any, where: str, *, recorded: bool = False) -> list[
     checks = []
     for key, kind, field, optional in _TARGET:
         value = target.get(key)
-        # (a key a record's annotation does not have: nothing of it reaches a Job)
+        # (a key a record's status does not have: nothing of it reaches a Job)
         if key not in target or (optional and not value) or (key == "instance" and not recorded):
             continue
         checks.append([f"{where}.{key if recorded else field}", kind, value])
@@ -117,7 +117,7 @@ def backup_problems(record: Any, *, file: Any, job: Any, image: Any, database: A
     ``file``, ``job``, ``image`` and ``database`` are its spec's as given ('' when unset);
     ``record`` is what the role makes of them (mysql_backup_record: the file and Jobs it names,
     the database and image from the spec, else the status, else the instance) and its bucket
-    target, whose settings ``target_field`` holds (``recorded``: the record's annotation)."""
+    target, whose settings ``target_field`` holds (``recorded``: the record's status)."""
     record = record if isinstance(record, dict) else {}
     problems = []
     if not file and (job or image or database):
