@@ -15,7 +15,10 @@ that does not exist, an option-like database. Each is refused with a Failure con
 Warning Event naming the field; nothing connects to the listener; no pod or Job runs the
 tenant's image; a restore of a refused record is refused and the rows stay; retention, after
 two real backups, removes neither real backup's file (a record naming one would have been
-counted and pruned in its place); no Secret value leaves its Secret.
+counted and pruned in its place); no Secret value leaves its Secret, and the credentials
+Secret keeps no second copy of the password (a client-side apply's annotation). An instance
+named like another's object (db-direct: instance db's direct Service) is refused naming it,
+and the other instance's Service stays as it was.
 """
 
 from __future__ import annotations
@@ -253,7 +256,32 @@ def test_retention_keeps_every_real_backup_and_nothing_ran_or_connected(tenancy:
                    for j in jobs), [j["metadata"]["name"] for j in jobs]
     assert t.listener.connections == [], t.listener.connections
     assert oh.leaks(t.cluster, t.ns, t.operator) == []
+    secret = t.cluster.get("-n", t.ns, "secret", f"{INSTANCE}-credentials")
+    assert "kubectl.kubernetes.io/last-applied-configuration" not in secret["metadata"].get("annotations", {})
     figures.add("leak scans")
+
+
+def test_an_instance_named_like_anothers_object_is_refused_naming_it(tenancy: Tenancy) -> None:
+    """Instance db's Service db-direct is the name instance db-direct's Service would have."""
+    t = tenancy
+    direct = t.cluster.get("-n", t.ns, "service", f"{INSTANCE}-direct")
+    t.tenant.apply(oh.mysql_object(f"{INSTANCE}-direct", t.ns))
+
+    def refused() -> bool:
+        obj = t.cluster.get("-n", t.ns, "mysqls.otus.homework", f"{INSTANCE}-direct")
+        cond = oh.condition(obj, "Failure")
+        return bool(cond and cond.get("status") == "True")
+    t.cluster.wait_for(refused, timeout=300, what=f"MySQL {INSTANCE}-direct to be refused", interval=1)
+    obj = t.cluster.get("-n", t.ns, "mysqls.otus.homework", f"{INSTANCE}-direct")
+    message = str((oh.condition(obj, "Failure") or {}).get("message", ""))
+    assert f"Service {t.ns}/{INSTANCE}-direct belongs to MySQL '{INSTANCE}'" in message, message
+    after = t.cluster.get("-n", t.ns, "service", f"{INSTANCE}-direct")
+    assert after["spec"]["selector"] == direct["spec"]["selector"]
+    assert after["metadata"]["ownerReferences"] == direct["metadata"]["ownerReferences"]
+    assert t.cluster.kubectl("-n", t.ns, "get", "deployment", f"{INSTANCE}-direct", check=False).returncode != 0
+    oh.wait_ready(t.cluster, t.ns, INSTANCE)
+    t.refused.append(f"{INSTANCE}-direct")
+    figures.add("bad inputs refused")
 
 
 def test_the_tenant_reaches_no_other_namespace(tenancy: Tenancy) -> None:

@@ -100,3 +100,37 @@ def test_numbers_and_booleans_are_not_quantities() -> None:
     assert not mysql_k8s.k8s_in_sync(live(wanted, ports=[{"name": "mysql", "port": 3307}]), wanted)
     wanted["spec"]["publishNotReadyAddresses"] = True
     assert not mysql_k8s.k8s_in_sync(live(wanted, publishNotReadyAddresses="1"), wanted)
+
+
+def owned(kind: str, name: str, owner: str, *, owner_kind: str = "MySQL", instance: str = "") -> dict[str, Any]:
+    return {"kind": kind, "metadata": {
+        "name": name, "namespace": "ns", "labels": {"app.kubernetes.io/instance": instance or owner},
+        "ownerReferences": [{"kind": owner_kind, "name": owner, "uid": "u", "controller": True}]}}
+
+
+def test_objects_of_the_instance_and_of_its_earlier_incarnation_are_its_own() -> None:
+    pairs = [{"current": owned("Service", "db-direct", "db"), "desired": {"kind": "Service"}},
+             {"current": {}, "desired": {"kind": "Secret"}},  # not there yet
+             {"current": owned("Deployment", "db", "other"), "desired": {}},  # not managed here
+             {"current": {"kind": "PersistentVolume", "metadata": {"name": "v", "labels": {
+                 "app.kubernetes.io/instance": "db", "otus.homework/mysql-namespace": "ns"}}},
+              "desired": {"kind": "PersistentVolume"}}]
+    assert mysql_k8s.k8s_foreign(pairs, "db", "ns") == []
+
+
+def test_another_instances_object_of_the_same_name_is_named() -> None:
+    # instance db's Service db-direct, met by instance db-direct (whose Service is db-direct)
+    pairs = [{"current": owned("Service", "db-direct", "db"), "desired": {"kind": "Service"}}]
+    assert mysql_k8s.k8s_foreign(pairs, "db-direct", "ns") == [
+        "Service ns/db-direct belongs to MySQL 'db', not to MySQL 'db-direct'"]
+
+
+@pytest.mark.parametrize("current", [
+    {"kind": "Service", "metadata": {"name": "db-direct", "namespace": "ns"}},  # a user's own
+    owned("Service", "db-direct", "app", owner_kind="Deployment"),
+    {"kind": "PersistentVolume", "metadata": {"name": "v", "labels": {
+        "app.kubernetes.io/instance": "db", "otus.homework/mysql-namespace": "other"}}},
+])
+def test_an_object_that_is_no_instances_or_another_namespaces_is_refused(current: dict[str, Any]) -> None:
+    problems = mysql_k8s.k8s_foreign([{"current": current, "desired": {"kind": current["kind"]}}], "db", "ns")
+    assert len(problems) == 1 and current["kind"] in problems[0], problems

@@ -1,6 +1,7 @@
 """Filters that decide whether a Kubernetes write is needed: `mysql_k8s_out_of_sync` (the
-mysql role's tasks/objects.yml: which of the instance's objects to apply in its one call)
-and `mysql_k8s_in_sync` (tasks/schedule.yml: whether the backup CronJob needs applying).
+mysql role's tasks/objects.yml: which of the instance's objects to apply in its one call),
+`mysql_k8s_in_sync` (tasks/schedule.yml: whether the backup CronJob needs applying) and
+`mysql_k8s_foreign` (objects.yml: which of the objects it would write are another's).
 
 kubernetes.core.k8s (both `apply: true` and `state: present`) sends a PATCH for every
 object that contains a list, even when nothing differs. The role reads each object first
@@ -99,6 +100,36 @@ def k8s_out_of_sync(pairs: Any) -> list[Any]:
             if pair.get("desired") and not k8s_in_sync(pair.get("current"), pair["desired"])]
 
 
+def k8s_foreign(pairs: Any, name: str, namespace: str) -> list[str]:
+    """Why each `current` object of the `{current, desired}` pairs is not this instance's to
+    write, [] when all are: one controlled by another owner than MySQL `name` (another
+    instance whose Service is named like this one's <name>-direct, say), or, without a
+    controller, one whose labels name another instance (app.kubernetes.io/instance; and for
+    a volume, otus.homework/mysql-namespace) or none. An apply would take such an object
+    over: another instance's clients would reach this one's server."""
+    problems = []
+    for pair in pairs or []:
+        current, desired = pair.get("current") or {}, pair.get("desired") or {}
+        if not current or not desired:
+            continue
+        metadata = current.get("metadata") or {}
+        where = "/".join(part for part in (metadata.get("namespace"), metadata.get("name")) if part)
+        what = f"{current.get('kind', 'object')} {where}"
+        controller = next((o for o in metadata.get("ownerReferences") or []
+                           if isinstance(o, dict) and o.get("controller")), None)
+        labels = metadata.get("labels") or {}
+        if controller is not None:
+            if controller.get("kind") != "MySQL" or controller.get("name") != name:
+                owner = f"{controller.get('kind')} '{controller.get('name')}'"
+                problems.append(f"{what} belongs to {owner}, not to MySQL '{name}'")
+        elif labels.get("app.kubernetes.io/instance") != name or labels.get(
+                "otus.homework/mysql-namespace", namespace) != namespace:
+            instance = labels.get("app.kubernetes.io/instance")
+            problems.append(f"{what} exists and is not MySQL '{name}''s (label"
+                            f" app.kubernetes.io/instance: {instance!r})")
+    return problems
+
+
 class FilterModule:
     """Ansible filter plugin entry point."""
 
@@ -106,4 +137,5 @@ class FilterModule:
         return {
             "mysql_k8s_in_sync": k8s_in_sync,
             "mysql_k8s_out_of_sync": k8s_out_of_sync,
+            "mysql_k8s_foreign": k8s_foreign,
         }
