@@ -225,7 +225,8 @@ async def startup(*, settings: kopf.OperatorSettings, logger: kopf.Logger, memo:
         upstream, cfg.workdir / 'proxy',
         learned=lambda _owner, dependent: watcher.follow(dependent),
         writing=lambda dependent, namespace, name, paths, replace: watcher.wrote(
-            dependent, namespace, name, paths, replace=replace))
+            dependent, namespace, name, paths, replace=replace),
+        annotated={f"{watch.kind}.{watch.group}": watch for watch in entries})
     await runs_proxy.start()
     memo['requeue'], memo['watcher'], memo['proxy'] = requeue, watcher, runs_proxy
     registry = metrics.Registry()

@@ -113,19 +113,22 @@ class ScannedOperator(harness.Operator):
 
 def start_operator(cluster: harness.Cluster, namespace: str, workdir: Path,
                    watches: Path | None = None, start: bool = True,
-                   extra_env: dict[str, str] | None = None) -> harness.Operator:
+                   extra_env: dict[str, str] | None = None,
+                   account: harness.Cluster | None = None) -> harness.Operator:
     """The operator watching `namespace`, its runner artifacts and log (operator.log) in
-    `workdir`; running unless `start` is false; `extra_env` added to its environment."""
+    `workdir`; running unless `start` is false; `extra_env` added to its environment; with
+    the credentials of `account` (shipped_rbac), else of `cluster`."""
     global _orphans_stopped  # noqa: PLW0603 - once per test session
     if not _orphans_stopped:
         stopped = stop_orphaned_operators()
         if stopped:
             print(f"stopped {len(stopped)} operator processes a killed test run left: {stopped}")
+        sweep_rbac_copies(cluster)
         _orphans_stopped = True
     env = dict(os.environ)
     env.update({
         SESSION_VAR: str(os.getpid()),
-        "KUBECONFIG": cluster.kubeconfig,
+        "KUBECONFIG": (account or cluster).kubeconfig,
         "WATCH_NAMESPACE": namespace,
         "WATCHES_FILE": str(watches or REPO / "watches.yaml"),
         "ANSIBLE_KOPF_WORKDIR": str(workdir / "runner"),
@@ -177,12 +180,54 @@ def module_namespace(cluster: harness.Cluster, prefix: str) -> Iterator[str]:
         remove_namespace(cluster, name)
 
 
+SHIPPED_ROLE = REPO / "deploy" / "rbac" / "cluster_role.yaml"  # the cluster-wide install's
+OPERATOR_ACCOUNT = "mysql-operator"
+RBAC_LABEL = "otus.homework/test-rbac-namespace"  # on the copies of the shipped ClusterRole
+
+
+def shipped_rbac(cluster: harness.Cluster, namespace: str, workdir: Path) -> harness.Cluster:
+    """The operator's credentials as the cluster-wide install has them: the ServiceAccount
+    mysql-operator in `namespace` (the first of a list), bound to a copy of the ClusterRole
+    deploy/rbac/cluster_role.yaml ships, named after the namespace (the install's own, which
+    test_in_cluster applies and removes, is never touched); a kubeconfig with its token in
+    `workdir`. remove_namespace removes the copy and its binding."""
+    home = namespace.split(",", maxsplit=1)[0]
+    name = f"test-{home}-{OPERATOR_ACCOUNT}"
+    labels = {RBAC_LABEL: home}
+    role = yaml.safe_load(SHIPPED_ROLE.read_text())
+    role["metadata"] = {"name": name, "labels": labels}
+    objects = [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": OPERATOR_ACCOUNT, "namespace": home}},
+        role,
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_ACCOUNT, "namespace": home}]},
+    ]
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
+    return service_account_kubeconfig(cluster, home, OPERATOR_ACCOUNT, workdir / "operator.kubeconfig")
+
+
+def sweep_rbac_copies(cluster: harness.Cluster) -> None:
+    """Remove the copies of the shipped ClusterRole (and bindings) whose namespace is gone: a
+    killed run's."""
+    present = {item["metadata"]["name"] for item in cluster.get("namespaces")["items"]}
+    for kind in ("clusterrolebindings", "clusterroles"):
+        for item in cluster.get(kind, "-l", RBAC_LABEL)["items"]:
+            if item["metadata"]["labels"].get(RBAC_LABEL) not in present:
+                cluster.kubectl("delete", kind, item["metadata"]["name"], "--ignore-not-found", check=False)
+
+
 @contextlib.contextmanager
 def operator_in(cluster: harness.Cluster, namespace: str, workdir: Path) -> Iterator[harness.Operator]:
-    """The CRD installed and the operator running on `namespace` (start_operator), stopped
-    after; the objects go with the namespace (remove_namespace drops their finalizers)."""
+    """The CRD installed and the operator running on `namespace` (start_operator) under the
+    RBAC the project ships (shipped_rbac: its ServiceAccount's token, not the admin's),
+    stopped after; the objects go with the namespace (remove_namespace drops their
+    finalizers)."""
     install_crd(cluster)
-    running = start_operator(cluster, namespace, workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    running = start_operator(cluster, namespace, workdir, account=shipped_rbac(cluster, namespace, workdir))
     try:
         yield running
     finally:
@@ -205,6 +250,8 @@ def remove_namespace(cluster: harness.Cluster, namespace: str) -> None:
         cluster.kubectl("-n", namespace, "patch", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
                         check=False)
     cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    for kind in ("clusterrolebinding", "clusterrole"):
+        cluster.kubectl("delete", kind, "-l", f"{RBAC_LABEL}={namespace}", "--ignore-not-found", check=False)
     cluster.kubectl("delete", "pv", "-l", f"otus.homework/mysql-namespace={namespace}", "--wait=false",
                     check=False)
     _removing.append(namespace)

@@ -20,7 +20,11 @@ object, or one in another namespace, gets the annotations
 
 What it reports: the resource (group, version, plural, scope) of an object a run created
 and that its object owns, and of one it read (``GET`` of one object or a list) that its
-object controls. A read is only inspected until that resource is known for that kind. And,
+object controls. A read is only inspected until that resource is known for that kind. Also
+the resource of an object any run writes with the SDK's ``operator-sdk/primary-resource``
+annotations naming an object of a watched kind (``annotated``: type annotation to watches
+entry): a run of another kind may make an object another kind's dependent (the SDK's way to
+own across namespaces or kinds), and that kind's own runs may never read it. And,
 before a write (create, replace, patch) of an object of a kind its object's kind follows
 goes on, which fields it writes (:mod:`written`), so that :mod:`dependents` can tell a
 change to them from one to fields no run wrote.
@@ -86,6 +90,12 @@ class Dependent:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def follows(watch: watches.Watch, dependent: Dependent, kind: str | None = None) -> bool:
+    """Whether ``watch``'s kind follows ``dependent`` (of ``kind``, once known)."""
+    return watch.watch_dependents and (dependent.namespaced or watch.watch_cluster_scoped) and (
+        (dependent.group, dependent.version, kind) not in watch.blacklist)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,11 +207,13 @@ class Proxy:
     """The proxy server; :meth:`run` gives one run its kubeconfig."""
 
     def __init__(self, upstream: client.Upstream, directory: pathlib.Path,
-                 learned: Learned, writing: Writing | None = None) -> None:
+                 learned: Learned, writing: Writing | None = None,
+                 annotated: Mapping[str, watches.Watch] | None = None) -> None:
         self._upstream = upstream
         self._directory = directory
         self._learned = learned
         self._writing = writing
+        self._annotated = dict(annotated or {})  # "<Kind>.<group>": its watches entry
         self._runs: dict[str, Owner] = {}
         self._known: set[tuple[str, str, Dependent]] = set()  # (apiVersion, kind, resource)
         self._session: aiohttp.ClientSession | None = None
@@ -252,9 +264,22 @@ class Proxy:
 
     def _follows(self, owner: Owner, dependent: Dependent, kind: str | None = None) -> bool:
         """Whether ``owner``'s kind follows ``dependent`` (of ``kind``, once known)."""
-        return owner.watch.watch_dependents and (
-            dependent.namespaced or owner.watch.watch_cluster_scoped) and (
-            (dependent.group, dependent.version, kind) not in owner.watch.blacklist)
+        return follows(owner.watch, dependent, kind)
+
+    def _annotated_write(self, target: RequestPath, data: Any) -> None:
+        """Learn ``target``'s resource for the watched kind a write's primary-resource
+        annotations name (whichever run writes them)."""
+        metadata = data.get('metadata') if isinstance(data, dict) else None
+        annotations = metadata.get('annotations') if isinstance(metadata, dict) else None
+        if not isinstance(annotations, dict) or not annotations.get(PRIMARY_RESOURCE):
+            return
+        watch = self._annotated.get(str(annotations.get(PRIMARY_RESOURCE_TYPE) or ''))
+        kind = data.get('kind') if isinstance(data.get('kind'), str) else None
+        if watch is None or not follows(watch, target.dependent, kind):
+            return
+        owner = Owner(api_version=f"{watch.group}/{watch.version}", kind=watch.kind,
+                      namespace=None, name='', uid='', watch=watch)
+        self._learn(owner, target.dependent)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         authorization = request.headers.get('Authorization', '')
@@ -275,6 +300,8 @@ class Proxy:
         if (self._writing is not None and writes and target is not None
                 and target.subresource is None and self._follows(owner, target.dependent)):
             self._tell_writing(request.method, target, data, request.content_type)
+        if writes and target is not None and target.subresource is None and self._annotated:
+            self._annotated_write(target, data)
         inspect = (request.method == 'GET' and target is not None and target.subresource is None
                    and request.query.get('watch') not in ('1', 'true')
                    and self._follows(owner, target.dependent)

@@ -233,3 +233,23 @@ def test_a_large_response_reaches_the_run_uncompressed(tmp_path: pathlib.Path) -
             await upstream.cleanup()
 
     assert json.loads(asyncio.run(go()))['items'] == items
+
+
+def test_a_write_annotated_for_a_watched_kind_makes_it_follow_the_resource(tmp_path: pathlib.Path) -> None:
+    """A run of one kind (a backup record's) annotates its object for another kind's object
+    (its instance): the instance's kind follows that resource from then on."""
+    learned: list[tuple[str, proxy.Dependent]] = []
+    runs = proxy.Proxy(upstream=None, directory=tmp_path,  # type: ignore[arg-type]
+                       learned=lambda owner, dependent: learned.append((owner.kind, dependent)),
+                       annotated={'MySQL.otus.homework': watch(),
+                                  'Quiet.otus.homework': watch(kind='Quiet', watch_dependents=False)})
+    record = proxy.RequestPath.parse('/apis/otus.homework/v1/namespaces/ns/mysqlbackups/r')
+    assert record is not None
+    runs._annotated_write(record, {'metadata': {'annotations': {
+        proxy.PRIMARY_RESOURCE: 'ns/db', proxy.PRIMARY_RESOURCE_TYPE: 'MySQL.otus.homework'}}})
+    runs._annotated_write(record, {'metadata': {'annotations': {  # a kind that follows nothing
+        proxy.PRIMARY_RESOURCE: 'ns/q', proxy.PRIMARY_RESOURCE_TYPE: 'Quiet.otus.homework'}}})
+    runs._annotated_write(record, {'metadata': {'annotations': {  # no watched kind
+        proxy.PRIMARY_RESOURCE: 'ns/x', proxy.PRIMARY_RESOURCE_TYPE: 'Other.example.com'}}})
+    runs._annotated_write(record, {'metadata': {'labels': {'a': 'b'}}})
+    assert learned == [('MySQL', record.dependent)]
