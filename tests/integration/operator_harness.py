@@ -421,11 +421,28 @@ def secret_values(cluster: harness.Cluster, namespace: str) -> set[str]:
     return values
 
 
+def job_logs(cluster: harness.Cluster, namespace: str, pods: list[dict[str, Any]]) -> dict[str, str]:
+    """The logs of every container (init containers too) of the Jobs' pods still there:
+    what a Job printed, its scripts' messages and its clients' errors."""
+    logs = {}
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if not any(o.get("kind") == "Job" for o in metadata.get("ownerReferences") or []):
+            continue
+        spec = pod.get("spec") or {}
+        for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+            name = f"{metadata.get('name')}/{container['name']}"
+            logs[f"log of {name}"] = cluster.kubectl("-n", namespace, "logs", str(metadata.get("name")),
+                                                     "-c", container["name"], check=False).stdout
+    return logs
+
+
 def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) -> list[str]:
     """Where a Secret value of `namespace` appears (plain or base64) outside the Secrets: the
     operator's log, its runner artifacts (beside the log), the namespace's Events, the
-    MySQL, MySQLBackup and MySQLRestore objects' status, and the specs of its pods, Deployments,
-    Jobs and CronJobs (with a bucket, their shipping containers). A run's input
+    MySQL, MySQLBackup and MySQLRestore objects' status, the specs of its pods, Deployments,
+    Jobs and CronJobs (with a bucket, their shipping containers) and the logs of its Jobs'
+    pods (job_logs). A run's input
     (env/extravars) counts only once the operator has stopped: while it runs, the file of a
     run in progress must merely be private to its owner."""
     places: dict[str, str] = {"operator log": operator.log()}
@@ -450,6 +467,8 @@ def leaks(cluster: harness.Cluster, namespace: str, operator: harness.Operator) 
     for kind in ("pods", "deployments", "jobs", "cronjobs"):
         items = cluster.get("-n", namespace, kind)["items"]
         places[f"{kind} specs"] = json.dumps([i.get("spec") for i in items], ensure_ascii=False)
+        if kind == "pods":
+            places.update(job_logs(cluster, namespace, items))
     for value in secret_values(cluster, namespace):
         forms = {"plain": value, "base64": base64.b64encode(value.encode()).decode()}
         for where, text in places.items():
