@@ -235,12 +235,17 @@ take() {
   waited=0 misses=0
   while :; do
     # mysqldump's snapshot: a transaction of a connection from this pod, newer than the
-    # figures' session. A failed look (a connection refused or timed out on a loaded node)
-    # is tried again; ten in a row fail the backup, with the client's own words.
+    # figures' session, that is not a single autocommitted SELECT (mysqldump's own reads
+    # before its START TRANSACTION: on Oracle MySQL the information_schema views it reads
+    # are InnoDB tables, and such a read is listed for a moment; released then, the lock
+    # would let a write in before the snapshot). A failed look (a connection refused or
+    # timed out on a loaded node) is tried again; ten in a row fail the backup, with the
+    # client's own words.
     if started=$(client -N -B -e "SELECT COUNT(*) FROM information_schema.INNODB_TRX AS t
         JOIN information_schema.PROCESSLIST AS p ON p.ID = t.trx_mysql_thread_id
         WHERE SUBSTRING_INDEX(p.HOST, ':', 1) = '$here' AND t.trx_mysql_thread_id > $snapshot_id
-          AND t.trx_mysql_thread_id <> CONNECTION_ID()" 2> "$d/look.err"); then
+          AND t.trx_mysql_thread_id <> CONNECTION_ID() AND t.trx_autocommit_non_locking = 0" \
+        2> "$d/look.err"); then
       misses=0
       [ "$started" -eq 0 ] || break
     else
