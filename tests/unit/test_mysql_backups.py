@@ -219,8 +219,7 @@ TARGET = {"bucket": "ours", "url": "s3://ours/ns/db"}
 def job(name: str, *, cronjob: str = "", file: str = "", instance: str = "db",
         database: str = "shop", image: str = "mysql:8.4") -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/instance": instance}}
-    if cronjob:
-        metadata["ownerReferences"] = [{"kind": "CronJob", "name": cronjob}]
+    if cronjob:  # (a Job whose CronJob is gone has no owner reference)
         metadata["labels"]["otus.homework/job"] = "scheduled-backup"
     else:
         metadata["labels"]["otus.homework/job"] = "backup"
@@ -289,6 +288,8 @@ def test_a_deletions_file_is_the_operators_when_its_job_names_it() -> None:
     # another CronJob's Job (another instance's), or its file under another name
     ({"file": "other-bk-1.sql", "job": "other-bk-1"}, job("other-bk-1", cronjob="other-bk", instance="other")),
     ({"file": "db-bk-2.sql", "job": "db-bk-1"}, job("db-bk-1", cronjob="db-bk")),
+    # a scheduled Job of another instance whose name starts like this one's CronJob's
+    ({"file": "db-bk-x-1.sql", "job": "db-bk-x-1"}, job("db-bk-x-1", cronjob="db-bk-x")),
     # a Job of the instance that is neither
     ({"file": "x.sql", "job": "db-rotate"}, {"metadata": {"name": "db-rotate",
                                                           "labels": {"app.kubernetes.io/instance": "db"}}}),

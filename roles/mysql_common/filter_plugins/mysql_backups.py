@@ -15,6 +15,7 @@ the Verified reasons); unit tests: tests/unit/test_mysql_backups.py.
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 _MACROS = {
@@ -65,7 +66,8 @@ def facts(record: Any, *, job: Any, instance_spec: Any, instance_target: Any, cr
       from before the target was kept in it takes the instance's bucket);
     - a spec.file is the operator's only when ``job`` (the Job spec.job names, read by the
       role; {} when there is none) proves it: the backup CronJob's Job (``cronjob``) that
-      writes <Job name>.sql, or the Job of a backup at deletion whose annotation
+      writes <Job name>.sql (labelled keys.job=scheduled-backup, named <cronjob>-<minutes>),
+      or the Job of a backup at deletion whose annotation
       (keys.backup_file) names spec.file; both of spec.instance. The database and the image
       are that Job's, the bucket the instance's. Anything else is refused (``problem``), as is
       a bucket named in the record's annotation (keys.backup_target), which only the status
@@ -105,8 +107,9 @@ def facts(record: Any, *, job: Any, instance_spec: Any, instance_target: Any, cr
     job_meta = job.get("metadata") or {}
     job_name = str(job_meta.get("name") or "")
     labels, annotations = job_meta.get("labels") or {}, job_meta.get("annotations") or {}
-    owners = [o for o in job_meta.get("ownerReferences") or [] if isinstance(o, dict)]
-    scheduled = (any(o.get("kind") == "CronJob" and o.get("name") == cronjob for o in owners)
+    # (not by its owner reference: a Job outlives its CronJob when the schedule is removed)
+    scheduled = (labels.get(keys.get("job", "")) == "scheduled-backup"
+                 and re.fullmatch(rf"{re.escape(cronjob)}-[0-9]+", job_name) is not None
                  and file == f"{job_name}.sql")
     at_deletion = (labels.get(keys.get("job", "")) == "backup"
                    and annotations.get(keys.get("backup_file", "")) == file)
