@@ -135,6 +135,7 @@ def needed(ns: str) -> list[Ask]:
         *(Ask(v, MYSQLS, ns, True) for v in ("get", "list", "watch", "patch")),
         Ask("patch", MYSQLS, ns, True, subresource="status"),
         Ask("update", MYSQLS, ns, True, subresource="finalizers"),
+        Ask("get", "events", ns, True),
         Ask("create", "events", ns, True),
         Ask("list", "events", ns, True),
         Ask("list", "pods", ns, True),
