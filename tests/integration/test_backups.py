@@ -89,6 +89,17 @@ def backup_object(ns: str, name: str, instance: str, **spec: Any) -> str:
                        "metadata": {"name": name, "namespace": ns}, "spec": {"instance": instance, **spec}})
 
 
+def stated_record(b: Backups, name: str, instance: str, file: str, image: str) -> None:
+    """A record of a file the test put on the backup volume, stated as the operator states
+    its own (the status, which only the operator's account and the admin may write): a
+    record whose spec alone names a file is refused as no backup of the operator's."""
+    b.cluster.apply(backup_object(b.ns, name, instance, file=file, database=DATABASE))
+    facts = {"status": {"instance": instance, "origin": "operator", "file": file, "job": "",
+                        "database": DATABASE, "image": image, "target": {}}}
+    b.cluster.kubectl("-n", b.ns, "patch", "mysqlbackups.otus.homework", name, "--subresource=status",
+                      "--type=merge", "-p", json.dumps(facts))
+
+
 record = oh.backup_record
 records = oh.backup_records
 verified = oh.backup_verified
@@ -455,10 +466,11 @@ def test_a_restore_replaces_a_running_instances_database(backups: Backups) -> No
 
 @pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
 def test_a_restore_whose_load_fails_puts_the_database_back_as_it_was(backups: Backups) -> None:
-    """A backup whose load stops half-way (a statement the server refuses between two of
-    its tables, its trailer intact, recorded without verification): the MySQLRestore fails
-    saying the safety copy was put back, and the database holds exactly what it held before,
-    rows and tables."""
+    """A backup whose load stops half-way (taken without verification, then its file on the
+    node replaced by an earlier dump with a statement the server refuses between two of its
+    tables, the trailer intact: a record naming a file of the test's own would be refused as
+    no backup of the operator's): the MySQLRestore fails saying the safety copy was put back,
+    and the database holds exactly what it held before, rows and tables."""
     b = backups
 
     def one(server: oh.Server) -> None:
@@ -467,13 +479,12 @@ def test_a_restore_whose_load_fails_puts_the_database_back_as_it_was(backups: Ba
         sql(b.cluster, b.ns, name, "CREATE TABLE IF NOT EXISTS before_bad (x INT); INSERT INTO before_bad VALUES (7)")
         tables = ", ".join(f"`{t}`" for t in sql(b.cluster, b.ns, name, "SHOW TABLES").split())
         before = sql(b.cluster, b.ns, name, f"CHECKSUM TABLE {tables} EXTENDED")
+        b.cluster.apply(backup_object(b.ns, f"{name}-breaks", name, verify=False))
+        b.cluster.wait_for(lambda: record(b.cluster, b.ns, f"{name}-breaks").get("status", {}).get("state")
+                           == "Complete", timeout=300, what=f"{name}-breaks to be taken")
         text = (directory / f"{name}-older.sql").read_bytes()  # (binary columns: not text)
         cut = text.index(b"CREATE TABLE")
-        (directory / "breaks.sql").write_bytes(text[:cut] + b"THIS IS NOT SQL;\n" + text[cut:])
-        (directory / "breaks.sql.figures").write_bytes((directory / f"{name}-older.sql.figures").read_bytes())
-        b.cluster.apply(backup_object(b.ns, f"{name}-breaks", name, file="breaks.sql", database=DATABASE, verify=False))
-        b.cluster.wait_for(lambda: record(b.cluster, b.ns, f"{name}-breaks").get("status", {}).get("state")
-                           == "Complete", timeout=300, what=f"{name}-breaks to be recorded")
+        (directory / f"{name}-breaks.sql").write_bytes(text[:cut] + b"THIS IS NOT SQL;\n" + text[cut:])
         b.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLRestore",
                                     "metadata": {"name": f"{name}-broken", "namespace": b.ns},
                                     "spec": {"instance": name, "backup": f"{name}-breaks"}}))
@@ -597,8 +608,9 @@ def kill_verifying_server(ns: str, name: str, file: str, timeout: float = 300) -
 @pytest.mark.skipif(not os.access(oh.HOSTPATH_BASE.parent, os.W_OK), reason="needs the local node's files")
 def test_a_truncated_or_altered_backup_fails_verification(backups: Backups) -> None:
     """Copies of a verified backup, one cut in half and one with a single value changed (its
-    trailer intact), recorded as MySQLBackups: both fail verification, the condition and a
-    Warning Event on the instance naming the file (and the table that differs)."""
+    trailer intact), recorded as MySQLBackups (stated_record): both fail verification, the
+    condition and a Warning Event on the instance naming the file (and the table that
+    differs)."""
     b = backups
 
     def one(server: oh.Server) -> None:
@@ -611,7 +623,7 @@ def test_a_truncated_or_altered_backup_fails_verification(backups: Backups) -> N
         (directory / "altered.sql").write_bytes(text.replace(b"'older'", b"'olden'"))
         for copy in ("cut.sql", "altered.sql"):
             (directory / f"{copy}.figures").write_bytes((directory / f"{source.name}.figures").read_bytes())
-            b.cluster.apply(backup_object(b.ns, f"{name}-{copy[:-4]}", name, file=copy, database=DATABASE))
+            stated_record(b, f"{name}-{copy[:-4]}", name, copy, server.image)
         cut = wait_decided(b, f"{name}-cut")
         altered = wait_decided(b, f"{name}-altered")
         assert verified(cut) == "False" and "cut.sql" in (oh.condition(cut, "Verified") or {})["message"], cut["status"]
