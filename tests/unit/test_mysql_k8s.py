@@ -65,6 +65,65 @@ def test_broken_last_applied_is_out_of_sync() -> None:
     assert not mysql_k8s.k8s_in_sync(obj, SERVICE)
 
 
+SECRET: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    "metadata": {"name": "db-credentials", "namespace": "ns", "labels": {"app": "db"},
+                 "annotations": {"otus.homework/server-password": "set"},
+                 "ownerReferences": [{"apiVersion": "otus.homework/v1", "kind": "MySQL", "name": "db", "uid": "u-0"}]},
+    "data": {"password": "YWJj", "bootstrap-password": "ZGVm"},
+}
+
+
+def applied_server_side(desired: dict[str, Any], manager: str = "mysql-operator",
+                        fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`desired` as the API server returns it after a server-side apply by `manager`: no
+    last-applied annotation, the applied field set in managedFields (the shape the API server
+    writes: identity keys absent, owner references keyed by uid)."""
+    obj = json.loads(json.dumps(desired))
+    owned = fields if fields is not None else {
+        "f:data": {f"f:{key}": {} for key in desired["data"]},
+        "f:metadata": {"f:labels": {f"f:{key}": {} for key in desired["metadata"]["labels"]},
+                       "f:annotations": {f"f:{key}": {} for key in desired["metadata"]["annotations"]},
+                       "f:ownerReferences": {'k:{"uid":"u-0"}': {}}},
+        "f:type": {},
+    }
+    obj["metadata"]["managedFields"] = [
+        {"manager": manager, "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": owned},
+        {"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}},
+    ]
+    obj["metadata"]["uid"] = "u-1"
+    obj["metadata"]["resourceVersion"] = "7"
+    return obj
+
+
+def test_a_secret_applied_server_side_as_desired_is_in_sync() -> None:
+    assert mysql_k8s.k8s_in_sync(applied_server_side(SECRET), SECRET)
+
+
+def test_a_secret_applied_server_side_by_another_manager_is_out_of_sync() -> None:
+    assert not mysql_k8s.k8s_in_sync(applied_server_side(SECRET, manager="someone-else"), SECRET)
+
+
+def test_a_key_the_server_side_apply_owns_but_the_template_dropped_is_out_of_sync() -> None:
+    older = json.loads(json.dumps(SECRET))
+    older["data"]["password-version"] = "MQ=="
+    assert not mysql_k8s.k8s_in_sync(applied_server_side(older), SECRET)
+
+
+def test_a_key_the_template_added_is_out_of_sync() -> None:
+    newer = json.loads(json.dumps(SECRET))
+    newer["data"]["password-version"] = "MQ=="
+    live_obj = applied_server_side(SECRET)
+    live_obj["data"]["password-version"] = "MQ=="  # written by someone else
+    assert not mysql_k8s.k8s_in_sync(live_obj, newer)
+
+
+def test_a_changed_value_of_a_secret_applied_server_side_is_out_of_sync() -> None:
+    changed = json.loads(json.dumps(SECRET))
+    changed["data"]["password"] = "eHl6"
+    assert not mysql_k8s.k8s_in_sync(applied_server_side(SECRET), changed)
+
+
 def test_out_of_sync_keeps_order_and_skips_unmanaged() -> None:
     pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {}}
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"}, "spec": {}}

@@ -69,24 +69,58 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def k8s_in_sync(actual: Any, desired: Any) -> bool:
+def _owns_exactly(fields: Any, desired: Any, identity: frozenset[str] = frozenset()) -> bool:
+    """Whether a server-side apply's field set (`fieldsV1`) names exactly the map keys of
+    `desired`, at every level of maps: a key it owns that `desired` lacks is one the next
+    apply removes. Keys that identify the object (`identity`: apiVersion and kind at the
+    top, name and namespace in metadata) are never in a field set. Lists (owner references,
+    containers) are compared by value in _contains."""
+    if not isinstance(desired, dict):
+        return True
+    if not isinstance(fields, dict):
+        return False
+    owned = {key[2:] for key in fields if key.startswith("f:")}
+    if owned != set(desired) - identity:
+        return False
+    return all(_owns_exactly(fields[f"f:{key}"], value,
+                             _METADATA_IDENTITY if key == "metadata" and identity else frozenset())
+               for key, value in desired.items() if key not in identity)
+
+
+_TOP_IDENTITY = frozenset({"apiVersion", "kind"})
+_METADATA_IDENTITY = frozenset({"name", "namespace"})
+
+
+def _applied_as_desired(actual: dict[str, Any], desired: dict[str, Any], manager: str) -> bool:
+    """Whether what was last applied to `actual` is exactly `desired`: by the client-side
+    apply's last-applied annotation when there is one, else by the field set the
+    server-side apply of `manager` owns (managedFields; it holds no values, so a Secret
+    applied this way keeps no second copy of its data)."""
+    annotations = (actual.get("metadata") or {}).get("annotations") or {}
+    if LAST_APPLIED in annotations:
+        try:
+            return bool(json.loads(annotations[LAST_APPLIED]) == desired)
+        except ValueError:
+            return False
+    managed = (actual.get("metadata") or {}).get("managedFields") or []
+    applied = [entry.get("fieldsV1") for entry in managed
+               if entry.get("manager") == manager and entry.get("operation") == "Apply"]
+    return len(applied) == 1 and _owns_exactly(applied[0], desired, _TOP_IDENTITY)
+
+
+def k8s_in_sync(actual: Any, desired: Any, manager: str = "mysql-operator") -> bool:
     """True when applying `desired` over the live object `actual` would change nothing.
 
     `actual` is one live object (a dict) or None/empty when it does not exist. In sync
     means: the object exists, it was last applied with exactly `desired` (so no field
-    needs removing) and the live object still carries every desired value (nobody
-    changed it since).
+    needs removing; a server-side apply is recognised by the field manager `manager`) and
+    the live object still carries every desired value (nobody changed it since).
     """
     if not actual:
         return False
     actual = _plain(actual)
     desired = _plain(desired)
-    annotations = (actual.get("metadata") or {}).get("annotations") or {}
-    try:
-        last_applied = json.loads(annotations.get(LAST_APPLIED, "null"))
-    except ValueError:
-        return False
-    return last_applied == desired and _contains(actual, desired)
+    return _applied_as_desired(actual, desired, manager) and _contains(actual, desired)
 
 
 def k8s_out_of_sync(pairs: Any) -> list[Any]:
