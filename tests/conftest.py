@@ -169,9 +169,12 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[harness.Cluster]:
         found = harness.Cluster(kubeconfig=kubeconfig, kubectl_bin=kubectl, local=True)
     os.environ["KUBECONFIG"] = found.kubeconfig
     found.wait_ready()
+    swept = operator_harness.sweep_dead_owners(found)
     capture = request.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         print(f"\n>> Kubernetes API server {found.server_git_version()} ({found.kubeconfig})", flush=True)
+        if swept:
+            print(f">> removing {len(swept)} namespaces of killed test runs: {' '.join(swept)}", flush=True)
     yield found
     operator_harness.finish_removals(found)  # the directories of the namespaces tests removed
 

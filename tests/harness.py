@@ -48,6 +48,9 @@ AUDIT_LOG = Path("/var/lib/otus-cluster/logs/audit.log")
 # when a workload's pod template breaks it).
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
               "pod-security.kubernetes.io/warn": "restricted"}
+# On every namespace the tests create: the process that created it (owner_of_this_process),
+# so that a later run removes the namespaces of a run that was killed (owner_alive).
+OWNER_LABEL = "otus.homework/test-owner"
 # User agents of the cluster's own components, whose writes are not an operator's.
 SYSTEM_AGENTS = ("kubelet/", "kube-controller-manager/", "kube-scheduler/", "kube-apiserver/")
 # What kubectl says when its request never reached the API server: the fault test freezes the
@@ -55,6 +58,34 @@ SYSTEM_AGENTS = ("kubelet/", "kube-controller-manager/", "kube-scheduler/", "kub
 # call tries again, as a user would, for up to UNREACHABLE_FOR seconds.
 UNREACHABLE = re.compile(r"Unable to connect to the server|TLS handshake timeout|connect: connection refused")
 UNREACHABLE_FOR = 120.0
+
+
+def start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat), None when it is
+    gone: with the pid, it names one process, never a later one given the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", os.uname().nodename).strip("-")[:30] or "host"
+
+
+def owner_of_this_process() -> str:
+    """The value of OWNER_LABEL for what this process creates: `<host>.<pid>.<start time>`."""
+    return f"{_host()}.{os.getpid()}.{start_time(os.getpid())}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process an OWNER_LABEL value names still runs; True for another host's
+    (or a value this harness did not write), whose processes it cannot see."""
+    parts = owner.split(".")
+    if len(parts) != 3 or parts[0] != _host() or not parts[1].isdigit():
+        return True
+    return start_time(int(parts[1])) == parts[2]
 
 
 def now_utc() -> datetime.datetime:
@@ -219,10 +250,12 @@ class Cluster:
         self.wait_for(established, timeout=timeout, what=f"crd/{name} to be Established", interval=0.2)
 
     def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> str:
-        """Create namespace ``name`` at Pod Security "restricted" (:data:`RESTRICTED`) and wait
-        for its default ServiceAccount (pods need it)."""
+        """Create namespace ``name`` at Pod Security "restricted" (:data:`RESTRICTED`), labelled
+        with its owner (:data:`OWNER_LABEL`), and wait for its default ServiceAccount (pods
+        need it)."""
+        owned = {**RESTRICTED, OWNER_LABEL: owner_of_this_process(), **(labels or {})}
         self.core.create_namespace(kubernetes.client.V1Namespace(
-            metadata=kubernetes.client.V1ObjectMeta(name=name, labels={**RESTRICTED, **(labels or {})})))
+            metadata=kubernetes.client.V1ObjectMeta(name=name, labels=owned)))
 
         def has_account() -> bool:
             try:

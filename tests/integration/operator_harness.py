@@ -209,6 +209,19 @@ def shipped_rbac(cluster: harness.Cluster, namespace: str, workdir: Path) -> har
     return service_account_kubeconfig(cluster, home, OPERATOR_ACCOUNT, workdir / "operator.kubeconfig")
 
 
+def sweep_dead_owners(cluster: harness.Cluster) -> list[str]:
+    """Remove (remove_namespace) the namespaces whose creator on this host is gone: a killed
+    run's, whose servers' CPU requests would otherwise fill the node for every later test.
+    Returns their names."""
+    swept = []
+    for item in cluster.get("namespaces", "-l", harness.OWNER_LABEL)["items"]:
+        metadata = item["metadata"]
+        if not harness.owner_alive(metadata["labels"][harness.OWNER_LABEL]):
+            remove_namespace(cluster, metadata["name"])
+            swept.append(metadata["name"])
+    return swept
+
+
 def sweep_rbac_copies(cluster: harness.Cluster) -> None:
     """Remove the copies of the shipped ClusterRole (and bindings) whose namespace is gone: a
     killed run's."""

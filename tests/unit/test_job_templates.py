@@ -58,14 +58,14 @@ JOB_TEMPLATES = BACKUP_TEMPLATES | {
 }
 POD_TEMPLATES = JOB_TEMPLATES | {"mysql/templates/deployment.yaml.j2"}
 # The containers that run a server (a Job's throwaway one, or the instance's): its image's
-# entrypoint and the server write where the image says (/var/lib/mysql, /var/run/mysqld,
-# /tmp), so their root filesystem stays writable. Every other container writes only to
-# volumes of its pod.
-WRITABLE_ROOT = {("mysql/templates/deployment.yaml.j2", "mysql"),
-                 ("mysql/templates/deployment.yaml.j2", "metrics"),
-                 ("mysql/templates/restore-job.yaml.j2", "restore"),
-                 ("mysql_backup/templates/verify-job.yaml.j2", "verify"),
-                 ("mysql_restore/templates/load-job.yaml.j2", "load")}
+# entrypoint and the server write where the images' option files say (/var/lib/mysql,
+# /var/run/mysqld, /tmp), each a volume of the pod, as their root filesystem is read-only
+# like every other container's.
+SERVERS = {("mysql/templates/deployment.yaml.j2", "mysql"),
+           ("mysql/templates/restore-job.yaml.j2", "restore"),
+           ("mysql_backup/templates/verify-job.yaml.j2", "verify"),
+           ("mysql_restore/templates/load-job.yaml.j2", "load")}
+SERVER_WRITES = ("/var/lib/mysql", "/var/run/mysqld", "/tmp")
 S3 = {"s3": {"endpoint": "http://s3:8333", "bucket": "b", "credentialsSecret": "s3-creds"},
       "encryptionSecret": "backup-key", "pointInTime": {"enabled": True}}
 # a template's lookup of the mysql_backup role's files/backup.sh, from that role or another
@@ -109,10 +109,20 @@ def defaults(role: str) -> dict[str, Any]:
     return found
 
 
+def names_yml_facts() -> dict[str, Any]:
+    """The facts mysql_common's tasks/names.yml sets, as written (templated ones unrendered)."""
+    tasks = yaml.safe_load((ROLES / "mysql_common" / "tasks" / "names.yml").read_text(encoding="utf-8"))
+    facts: dict[str, Any] = {}
+    for task in tasks:
+        facts.update(task.get("ansible.builtin.set_fact") or {})
+    return facts
+
+
 def names_of_an_instance() -> dict[str, Any]:
     """What mysql_common's tasks/names.yml sets (and its defaults), as far as the templates
     read it."""
     security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    names_yml = names_yml_facts()
     return {
         **defaults("mysql_common"),
         "mysql_instance": {"name": NAME, "namespace": NAMESPACE, "uid": "0123abcd-uid", "host": "db.team.svc",
@@ -130,8 +140,9 @@ def names_of_an_instance() -> dict[str, Any]:
         "mysql_owner_references": [],
         "mysql_primary_annotations": {},
         "mysql_pod_security_context": {"runAsNonRoot": True},
-        "mysql_container_security_context": security,
-        "mysql_read_only_container_security_context": {**security, "readOnlyRootFilesystem": True},
+        "mysql_container_security_context": {**security, "readOnlyRootFilesystem": True},
+        "mysql_server_scratch_mounts": names_yml["mysql_server_scratch_mounts"],
+        "mysql_server_scratch_volumes": names_yml["mysql_server_scratch_volumes"],
         "mysql_backup_tools_image": "tools",
         "mysql_backup_target": objects.backup_target(S3, NAMESPACE, NAME),
         "database": DATABASE,
@@ -214,8 +225,7 @@ def test_the_throwaway_servers_get_room_for_a_server_and_the_clients_less() -> N
     """A verification's and a restore's container run a whole server (the instance's image,
     its default settings): the server's own default request, and a limit it fits in; the
     clients' and the backup-tools containers less."""
-    servers = WRITABLE_ROOT - {("mysql/templates/deployment.yaml.j2", "mysql"),
-                               ("mysql/templates/deployment.yaml.j2", "metrics")}
+    servers = SERVERS - {("mysql/templates/deployment.yaml.j2", "mysql")}
     for template, pod in rendered_pods():
         if template in JOB_TEMPLATES:
             for container in containers_of(pod):
@@ -225,16 +235,21 @@ def test_the_throwaway_servers_get_room_for_a_server_and_the_clients_less() -> N
 
 
 @pytest.mark.parametrize("template", sorted(POD_TEMPLATES))
-def test_a_container_that_writes_only_to_volumes_has_a_read_only_root(template: str) -> None:
+def test_every_container_writes_only_to_volumes_of_its_pod(template: str) -> None:
     pod = pod_of(render(template, variables_of(template)))
     volumes = {volume["name"]: volume for volume in pod.get("volumes", [])}
     for container in containers_of(pod):
-        read_only = (container.get("securityContext") or {}).get("readOnlyRootFilesystem") is True
-        assert read_only == ((template, container["name"]) not in WRITABLE_ROOT), (template, container["name"])
+        assert (container.get("securityContext") or {}).get("readOnlyRootFilesystem") is True, \
+            (template, container["name"])
+        mounts = {mount["mountPath"]: mount for mount in container.get("volumeMounts", [])}
         # the scratch space of a script that has one (mktemp, its clients' errors) is a volume
-        if read_only and any("mktemp" in script or "/tmp/" in script for script in scripts_of(container)):
-            mounts = {mount["mountPath"]: mount["name"] for mount in container.get("volumeMounts", [])}
-            assert "emptyDir" in volumes[mounts["/tmp"]], (template, container["name"])
+        needs = set(SERVER_WRITES) if (template, container["name"]) in SERVERS else set()
+        if any("mktemp" in script or "/tmp/" in script for script in scripts_of(container)):
+            needs.add("/tmp")
+        for path in sorted(needs):
+            assert path in mounts and not mounts[path].get("readOnly"), (template, container["name"], path)
+            volume = volumes[mounts[path]["name"]]
+            assert "emptyDir" in volume or "persistentVolumeClaim" in volume, (template, container["name"], path)
 
 
 def scripts_of(container: dict[str, Any]) -> list[str]:
