@@ -102,6 +102,9 @@ def test_the_latest_marker_never_moves_back_past_a_newer_running_record() -> Non
     ("0 0 * jan *", "2026-11-24T00:00:00Z", "2027-01-01T00:00:00Z"),
     ("61 * * * *", "2026-11-24T00:00:00Z", ""),
     ("not a schedule", "2026-11-24T00:00:00Z", ""),
+    ("0 0 30 2 *", "2026-11-24T00:00:00Z", ""),  # never fires
+    ("0 0 * * * 5", "2026-11-24T00:00:00Z", ""),  # croniter's seconds field: not a CronJob's
+    ("0 0 ? * 7", "2026-11-24T00:00:00Z", "2026-11-29T00:00:00Z"),  # 7 is Sunday too
 ])
 def test_when_a_cron_schedule_fires_next(schedule: str, after: str, expected: str) -> None:
     assert backups.cron_next(schedule, after) == expected

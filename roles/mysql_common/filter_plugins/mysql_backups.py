@@ -18,13 +18,8 @@ import datetime
 import re
 from typing import Any
 
-_MACROS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
-}
-_NAMES = {name: i for i, name in enumerate(
-    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
-_DAYS = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
+import croniter
+
 # Reasons of a Verified condition that is Unknown for good: verification is off, or there is
 # no complete dump to verify (`verified_condition`); such a record is settled.
 NOT_VERIFIED, NO_COMPLETE_DUMP = "NotVerified", "NoCompleteDump"
@@ -33,8 +28,6 @@ UNVERIFIED_REASONS = (NOT_VERIFIED, NO_COMPLETE_DUMP)
 # dump Job or the verification Job it follows still ran (the mysql_backup role's
 # tasks/pending.yml); the record is not settled, and its next run decides again.
 PENDING_REASONS = ("DumpRunning", "Verifying")
-_RANGES = [(0, 59, {}), (0, 23, {}), (1, 31, {}), (1, 12, _NAMES), (0, 7, _DAYS)]
-
 
 def _verified(record: dict[str, Any]) -> dict[str, Any]:
     for condition in (record.get("status") or {}).get("conditions") or []:
@@ -311,53 +304,22 @@ def verified_condition(verdict: Any, *, verify_now: Any, previous_conditions: An
             "message": "the dump did not complete"}
 
 
-def _field(text: str, low: int, high: int, names: dict[str, int]) -> set[int]:
-    values: set[int] = set()
-    for part in text.lower().split(","):
-        base, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if base in ("*", "?"):
-            first, last = low, high
-        elif "-" in base:
-            a, b = base.split("-", 1)
-            first, last = names[a] if a in names else int(a), names[b] if b in names else int(b)
-        else:
-            first = names[base] if base in names else int(base)
-            last = high if step_text else first
-        if step < 1 or first < low or last > high or first > last:
-            raise ValueError(f"'{part}' is out of range {low}-{high}")
-        values.update(range(first, last + 1, step))
-    return values
-
-
 def cron_next(schedule: Any, after: Any) -> str:
     """The first time after ``after`` (ISO 8601, UTC) a five-field cron schedule (or a
-    macro) fires, as ISO 8601 UTC; '' when the schedule cannot be read (the CronJob's own
-    validation then reports it)."""
-    try:
-        fields = _MACROS.get(str(schedule).strip(), str(schedule)).split()
-        if len(fields) != len(_RANGES):
-            return ""
-        minutes, hours, days, months, weekdays = (
-            _field(text, low, high, names)
-            for text, (low, high, names) in zip(fields, _RANGES, strict=True))
-        weekdays = {d % 7 for d in weekdays}
-        start = datetime.datetime.fromisoformat(str(after).replace("Z", "+00:00"))
-    except (ValueError, KeyError):
+    macro such as @daily) fires, as ISO 8601 UTC, by croniter (which, like the CronJob
+    controller, fires when either a restricted day of the month or a restricted weekday
+    matches); '' when the schedule cannot be read or never fires (the CronJob's own
+    validation then reports it). croniter's six- and seven-field forms are not the
+    CronJob's, so they are not read either."""
+    text = str(schedule).strip()
+    if not text.startswith("@") and len(text.split()) != 5:
         return ""
-    moment = start.replace(second=0, microsecond=0) + datetime.timedelta(minutes=1)
-    day_any, weekday_any = fields[2] in ("*", "?"), fields[4] in ("*", "?")
-    for _ in range(366 * 24 * 60 * 5):
-        day_ok = moment.day in days
-        weekday_ok = (moment.isoweekday() % 7) in weekdays
-        date_ok = (day_ok and weekday_ok) if (day_any or weekday_any) else (day_ok or weekday_ok)
-        if moment.month in months and date_ok:
-            if moment.hour in hours and moment.minute in minutes:
-                return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-            moment += datetime.timedelta(minutes=1)
-        else:
-            moment = (moment + datetime.timedelta(days=1)).replace(hour=0, minute=0)
-    return ""
+    try:
+        start = datetime.datetime.fromisoformat(str(after).replace("Z", "+00:00"))
+        fires = croniter.croniter(text, start).get_next(datetime.datetime)
+    except (ValueError, KeyError, croniter.CroniterError):
+        return ""
+    return str(fires.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def latest_backup_problem(latest: Any, latest_database: Any, database: Any, claim: str,
