@@ -18,16 +18,20 @@ two real backups, removes neither real backup's file (a record naming one would 
 counted and pruned in its place); no Secret value leaves its Secret, and the credentials
 Secret keeps no second copy of the password (a client-side apply's annotation). An instance
 named like another's object (db-direct: instance db's direct Service) is refused naming it,
-and the other instance's Service stays as it was.
+and the other instance's Service stays as it was. A pod annotation of the tenant's holding
+Jinja, shell and a newline reaches the pod template as written, and nothing runs.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -296,3 +300,26 @@ def test_the_tenant_reaches_no_other_namespace(tenancy: Tenancy) -> None:
     finally:
         oh.remove_namespace(t.cluster, other)
 
+
+
+def test_the_tenants_strings_are_data_never_templates_or_commands(tenancy: Tenancy) -> None:
+    """A pod annotation (free text the schema admits) holding Jinja, a command substitution and
+    a newline reaches the server's pod template as written, and nothing ran on the operator's
+    host (where a Jinja lookup would run; the test's operator runs here)."""
+    t = tenancy
+    marker = Path(tempfile.gettempdir()) / f"tenancy-{uuid.uuid4().hex[:8]}"
+    trap = (f"{{{{ lookup('ansible.builtin.pipe', 'touch {marker}-j') }}}}\n"
+            f"$(touch {marker}-s) `touch {marker}-t` {{% raw %}}")
+    before = rows(t)
+    t.tenant.kubectl("-n", t.ns, "patch", "mysqls.otus.homework", INSTANCE, "--type=merge",
+                     "-p", json.dumps({"spec": {"podAnnotations": {"tenant.example/note": trap}}}))
+
+    def applied() -> bool:
+        template = t.cluster.get("-n", t.ns, "deployment", INSTANCE)["spec"]["template"]
+        return bool(template["metadata"].get("annotations", {}).get("tenant.example/note") == trap)
+    t.cluster.wait_for(applied, timeout=300, what="the tenant's annotation on the pod template, as written",
+                       interval=1)
+    oh.wait_ready(t.cluster, t.ns, INSTANCE)
+    assert sorted(str(p) for p in marker.parent.glob(f"{marker.name}*")) == []
+    assert rows(t) == before
+    figures.add("bad inputs refused")
