@@ -20,6 +20,7 @@ from typing import Any
 
 import croniter
 
+_CRON_FIELDS = 5  # minute, hour, day of the month, month, day of the week
 # Reasons of a Verified condition that is Unknown for good: verification is off, or there is
 # no complete dump to verify (`verified_condition`); such a record is settled.
 NOT_VERIFIED, NO_COMPLETE_DUMP = "NotVerified", "NoCompleteDump"
@@ -312,14 +313,14 @@ def cron_next(schedule: Any, after: Any) -> str:
     validation then reports it). croniter's six- and seven-field forms are not the
     CronJob's, so they are not read either."""
     text = str(schedule).strip()
-    if not text.startswith("@") and len(text.split()) != 5:
+    if not text.startswith("@") and len(text.split()) != _CRON_FIELDS:
         return ""
     try:
         start = datetime.datetime.fromisoformat(str(after).replace("Z", "+00:00"))
         fires = croniter.croniter(text, start).get_next(datetime.datetime)
     except (ValueError, KeyError, croniter.CroniterError):
         return ""
-    return str(fires.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return str(fires.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def latest_backup_problem(latest: Any, latest_database: Any, database: Any, claim: str,
