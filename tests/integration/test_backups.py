@@ -105,6 +105,20 @@ records = oh.backup_records
 verified = oh.backup_verified
 
 
+def older_backup(b: Backups, name: str) -> str:
+    """The record <name>-older of instance `name`: a complete backup holding the table marks
+    with the one row (1, 'older'), taken now unless an earlier test of the module took it (so
+    that each test that reads it also runs alone)."""
+    older = f"{name}-older"
+    if any(r["metadata"]["name"] == older for r in records(b.cluster, b.ns, name)):
+        return older
+    sql(b.cluster, b.ns, name, "CREATE TABLE marks (id INT PRIMARY KEY, v VARCHAR(20)); "
+                               "INSERT INTO marks VALUES (1, 'older')")
+    b.cluster.apply(backup_object(b.ns, older, name))
+    assert wait_decided(b, older)["status"]["state"] == "Complete"
+    return older
+
+
 def wait_decided(b: Backups, name: str, timeout: float = 600) -> dict[str, Any]:
     """Wait until the record's dump is Complete or Failed and its verification decided."""
     return oh.wait_backup_decided(b.cluster, b.ns, name, b.operator, timeout)
@@ -378,10 +392,7 @@ def test_a_re_created_instance_restores_the_backup_it_names(backups: Backups) ->
 
     def one(server: oh.Server) -> None:
         name = server.name("bk")
-        sql(b.cluster, b.ns, name, "CREATE TABLE marks (id INT PRIMARY KEY, v VARCHAR(20)); "
-                                   "INSERT INTO marks VALUES (1, 'older')")
-        b.cluster.apply(backup_object(b.ns, f"{name}-older", name))
-        assert wait_decided(b, f"{name}-older")["status"]["state"] == "Complete"
+        older_backup(b, name)
         sql(b.cluster, b.ns, name, "INSERT INTO marks VALUES (2, 'newer')")
         before = {r["metadata"]["name"] for r in records(b.cluster, b.ns, name)}
         b.cluster.kubectl("-n", b.ns, "delete", "mysqls.otus.homework", name, "--timeout=300s", timeout=320)
@@ -443,6 +454,7 @@ def test_a_restore_replaces_a_running_instances_database(backups: Backups) -> No
 
     def one(server: oh.Server) -> None:
         name = server.name("bk")
+        older_backup(b, name)
         sql(b.cluster, b.ns, name, "INSERT INTO marks VALUES (3, 'since'); CREATE TABLE since (x INT)")
         b.cluster.apply(json.dumps({"apiVersion": "otus.homework/v1", "kind": "MySQLRestore",
                                     "metadata": {"name": f"{name}-back", "namespace": b.ns},
@@ -476,6 +488,7 @@ def test_a_restore_whose_load_fails_puts_the_database_back_as_it_was(backups: Ba
     def one(server: oh.Server) -> None:
         name = server.name("bk")
         directory = oh.backup_dir(b.ns, name)
+        older_backup(b, name)
         sql(b.cluster, b.ns, name, "CREATE TABLE IF NOT EXISTS before_bad (x INT); INSERT INTO before_bad VALUES (7)")
         tables = ", ".join(f"`{t}`" for t in sql(b.cluster, b.ns, name, "SHOW TABLES").split())
         before = sql(b.cluster, b.ns, name, f"CHECKSUM TABLE {tables} EXTENDED")
@@ -616,7 +629,7 @@ def test_a_truncated_or_altered_backup_fails_verification(backups: Backups) -> N
     def one(server: oh.Server) -> None:
         name = server.name("bk")
         directory = oh.backup_dir(b.ns, name)
-        source = directory / f"{name}-older.sql"
+        source = directory / f"{older_backup(b, name)}.sql"
         text = source.read_bytes()
         (directory / "cut.sql").write_bytes(text[: len(text) // 2])
         assert b"'older'" in text
