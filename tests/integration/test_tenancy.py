@@ -303,12 +303,12 @@ def test_the_tenant_reaches_no_other_namespace(tenancy: Tenancy) -> None:
 
 
 def test_the_tenants_strings_are_data_never_templates_or_commands(tenancy: Tenancy) -> None:
-    """A pod annotation (free text the schema admits) holding Jinja, a command substitution and
-    a newline reaches the server's pod template as written, and nothing ran on the operator's
+    """A pod annotation (free text the schema admits) holding a leading '-', quotes, Jinja, a
+    command substitution and a newline reaches the server's pod template as written, and nothing ran on the operator's
     host (where a Jinja lookup would run; the test's operator runs here)."""
     t = tenancy
     marker = Path(tempfile.gettempdir()) / f"tenancy-{uuid.uuid4().hex[:8]}"
-    trap = (f"{{{{ lookup('ansible.builtin.pipe', 'touch {marker}-j') }}}}\n"
+    trap = (f"-e'\" {{{{ lookup('ansible.builtin.pipe', 'touch {marker}-j') }}}}\n"
             f"$(touch {marker}-s) `touch {marker}-t` {{% raw %}}")
     before = rows(t)
     t.tenant.kubectl("-n", t.ns, "patch", "mysqls.otus.homework", INSTANCE, "--type=merge",
